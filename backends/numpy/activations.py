@@ -1,0 +1,128 @@
+"""numpy backend: float64 reference-grade arithmetic on the host, no autodiff and no compiler.
+
+builtin: numpy/scipy has no GELU, so the builtin is the reference a numpy user writes, PyTorch OpInfo's
+`reference_gelu` (x * scipy.stats.norm.cdf(x), and the numpy tanh formula), evaluated in float64 and rounded to the
+input dtype. derivative: the closed-form derivatives of the catalogue (core.formulas), in the wide dtype.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import scipy
+import scipy.special
+import scipy.stats
+
+from core.dtypes import get_dtype
+from core.formulas import CLAMP, SIGMOID_SCALE, SQRT_2_OVER_PI, TANH_CUBIC
+
+NAME = "numpy"
+MODES = ("eager",)
+
+
+def setup(device: str, threads: int) -> None:
+    """numpy runs on the host only; raises RuntimeError for another device. Threads: numpy ops here are
+    elementwise and single-threaded."""
+    if device != "cpu":
+        raise RuntimeError(f"the numpy backend runs on the cpu only, not on {device!r}")
+
+
+def versions() -> dict:
+    return {"numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def asarray(a: np.ndarray, device: str) -> np.ndarray:
+    return np.array(a, copy=True)
+
+
+def to_numpy(x) -> np.ndarray:
+    return np.asarray(x)
+
+
+# ArrayOps
+
+
+def where(c, a, b):
+    out = np.where(c, a, b)
+    ref = b if isinstance(b, np.ndarray) else a
+    return out.astype(ref.dtype, copy=False) if isinstance(ref, np.ndarray) else out
+
+
+def astype(x, name: str):
+    return np.asarray(x).astype(get_dtype(name).np_dtype)
+
+
+def dtype_name(x) -> str:
+    return np.asarray(x).dtype.name
+
+
+def wide(name: str) -> str:
+    return get_dtype(name).wide
+
+
+def erfc(x):
+    return scipy.special.erfc(x)
+
+
+def exp(x):
+    return np.exp(x)
+
+
+def sigmoid(x):
+    return scipy.special.expit(x)
+
+
+def _in_float64(f):
+    def run(x):
+        x = np.asarray(x)
+        with np.errstate(all="ignore"):
+            return f(x.astype(np.float64)).astype(x.dtype)
+
+    return run
+
+
+_BUILTINS = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu_none": lambda x: x * scipy.stats.norm.cdf(x),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + TANH_CUBIC * x**3))),
+    "gelu_sigmoid": lambda x: x * scipy.special.expit(SIGMOID_SCALE * x),
+}
+
+
+def builtin(activation):
+    """The numpy user's reference for `activation`, in float64, rounded to the input dtype."""
+    fn = _in_float64(_BUILTINS[activation.key])
+    fn.activation = activation
+    return fn
+
+
+_TAIL = {1: (0.0, 1.0), 2: (0.0, 0.0)}  # derivative limits at (-inf, +inf)
+
+
+def derivative(fn, activation):
+    """numpy has no autodiff: the derivative of any numpy implementation of `activation` is the catalogue's closed
+    form, in the wide dtype, with the limits beyond the clamp points. One call raises the order by one (max 2)."""
+    order = getattr(fn, "order", 0) + 1
+    if order > 2:
+        raise ValueError(f"the numpy backend has closed-form derivatives up to order 2, not {order}")
+    closed = activation.d1 if order == 1 else activation.d2
+    t = CLAMP.get(activation.mode or "none", 40.0) if activation.op == "gelu" else np.inf
+    lo, hi = _TAIL[order]
+
+    def d(x):
+        x = np.asarray(x)
+        w = x.astype(get_dtype(x.dtype).wide)
+        with np.errstate(all="ignore"):
+            s = np.clip(w, -t, t) if np.isfinite(t) else w
+            y = closed(sys.modules[__name__], s)
+            y = np.where(w > t, hi, np.where(w < -t, lo, y))
+            y = np.where(np.isnan(w), np.nan, y)
+        return y.astype(x.dtype)
+
+    d.order = order
+    d.activation = activation
+    return d
+
+
+def compile(fn):
+    raise ValueError("the numpy backend has no compiled mode")

@@ -1,0 +1,1 @@
+"""The tensorflow backend (see core.interface for the module contract)."""

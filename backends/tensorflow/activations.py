@@ -1,0 +1,115 @@
+"""TensorFlow backend: tf.nn builtins, tf.GradientTape autodiff, tf.function(jit_compile=True) (XLA).
+
+builtin: tf.nn.gelu(x, approximate=False|True) (a bool: the string "none" is truthy and gives tanh,
+https://www.tensorflow.org/api_docs/python/tf/nn/gelu) and tf.nn.relu; TF has no sigmoid-form GELU, so its builtin
+is x * tf.sigmoid(1.702 * x).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from core.dtypes import get_dtype  # noqa: E402
+from core.formulas import SIGMOID_SCALE  # noqa: E402
+
+NAME = "tensorflow"
+MODES = ("eager", "compiled")
+_TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
+_NAMES = {v: k for k, v in _TF.items()}
+_DEVICE = {"cpu": "/CPU:0", "gpu": "/GPU:0", "tpu": "/TPU:0"}
+_state = {"device": "/CPU:0"}
+
+
+def setup(device: str, threads: int) -> None:
+    """Set TF's intra/inter-op threads (only possible before TF's runtime starts; later calls keep the first
+    setting) and check the device; TF32 off. Raises RuntimeError when the device is absent."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass  # runtime already initialised: the threads are those it started with
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    kind = {"cpu": "CPU", "gpu": "GPU", "tpu": "TPU"}[device]
+    if not tf.config.list_logical_devices(kind):
+        raise RuntimeError(f"tensorflow backend: no {device!r} device")
+    _state["device"] = _DEVICE[device]
+
+
+def versions() -> dict:
+    import keras
+
+    return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def tf_device() -> str:
+    """The TF device string in use ("/CPU:0", "/GPU:0")."""
+    return _state["device"]
+
+
+def asarray(a: np.ndarray, device: str):
+    with tf.device(_DEVICE[device]):
+        return tf.identity(tf.constant(np.asarray(a)))
+
+
+def to_numpy(x) -> np.ndarray:
+    return x.numpy()
+
+
+# ArrayOps
+
+
+def where(c, a, b):
+    ref = b if tf.is_tensor(b) else a
+    a = a if tf.is_tensor(a) else tf.constant(a, dtype=ref.dtype)
+    b = b if tf.is_tensor(b) else tf.constant(b, dtype=ref.dtype)
+    return tf.where(c, a, b)
+
+
+def astype(x, name: str):
+    return tf.cast(x, _TF[get_dtype(name).name])
+
+
+def dtype_name(x) -> str:
+    return _NAMES[x.dtype]
+
+
+def wide(name: str) -> str:
+    return get_dtype(name).wide
+
+
+erfc = tf.math.erfc
+exp = tf.math.exp
+sigmoid = tf.math.sigmoid
+
+_BUILTINS = {
+    "relu": tf.nn.relu,
+    "gelu_none": lambda x: tf.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu_sigmoid": lambda x: x * tf.math.sigmoid(SIGMOID_SCALE * x),
+}
+
+
+def builtin(activation):
+    return _BUILTINS[activation.key]
+
+
+def derivative(fn, activation):
+    """Elementwise derivative through tf.GradientTape with output_gradients of ones (nest for f'')."""
+
+    def d(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        g = tape.gradient(y, x, output_gradients=tf.ones_like(y))
+        return tf.zeros_like(x) if g is None else g
+
+    return d
+
+
+def compile(fn):
+    """tf.function with XLA (jit_compile=True); retraces per shape and dtype."""
+    return tf.function(fn, jit_compile=True)

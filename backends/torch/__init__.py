@@ -1,0 +1,1 @@
+"""The torch backend (see core.interface for the module contract)."""

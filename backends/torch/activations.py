@@ -1,0 +1,111 @@
+"""PyTorch backend: torch.nn.functional builtins, torch.func autodiff, torch.compile (inductor).
+
+builtin: torch.nn.functional.gelu(x, approximate='none'|'tanh') and F.relu (torch doc,
+https://pytorch.org/docs/stable/generated/torch.nn.functional.gelu.html); torch has no sigmoid-form GELU, so its
+builtin is the one-liner users write, x * torch.sigmoid(1.702 * x) (as transformers' QuickGELUActivation).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.dtypes import get_dtype
+from core.formulas import SIGMOID_SCALE
+
+NAME = "torch"
+MODES = ("eager", "compiled")
+
+_TORCH = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_NAMES = {v: k for k, v in _TORCH.items()}
+_DEVICE = {"cpu": "cpu", "gpu": "cuda"}
+_state = {"device": "cpu"}
+
+
+def setup(device: str, threads: int) -> None:
+    """Set torch's intra-op threads and check the device; raises RuntimeError when the device is absent.
+    TF32 is turned off so float32 matmuls stay float32 on GPUs (Keras conftest does the same)."""
+    if device not in _DEVICE:
+        raise RuntimeError(f"torch backend: device {device!r} is not supported; expected one of {list(_DEVICE)}")
+    if device == "gpu" and not torch.cuda.is_available():
+        raise RuntimeError("torch backend: GELULAB_DEVICE=gpu but torch.cuda.is_available() is False")
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    _state["device"] = _DEVICE[device]
+
+
+def versions() -> dict:
+    return {"torch": torch.__version__}
+
+
+def torch_device() -> str:
+    """The torch device string in use ("cpu" or "cuda")."""
+    return _state["device"]
+
+
+def asarray(a: np.ndarray, device: str):
+    a = np.ascontiguousarray(a)
+    if a.dtype == ml_dtypes.bfloat16:  # torch.from_numpy does not know ml_dtypes' bfloat16
+        t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(a.copy())
+    return t.to(_DEVICE[device])
+
+
+def to_numpy(x) -> np.ndarray:
+    x = x.detach().cpu()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
+
+
+# ArrayOps
+
+
+def where(c, a, b):
+    return torch.where(c, a, b)
+
+
+def astype(x, name: str):
+    return x.to(_TORCH[get_dtype(name).name])
+
+
+def dtype_name(x) -> str:
+    return _NAMES[x.dtype]
+
+
+def wide(name: str) -> str:
+    return get_dtype(name).wide
+
+
+erfc = torch.special.erfc
+exp = torch.exp
+sigmoid = torch.sigmoid
+
+_BUILTINS = {
+    "relu": F.relu,
+    "gelu_none": lambda x: F.gelu(x, approximate="none"),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_sigmoid": lambda x: x * torch.sigmoid(SIGMOID_SCALE * x),
+}
+
+
+def builtin(activation):
+    return _BUILTINS[activation.key]
+
+
+def derivative(fn, activation):
+    """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'')."""
+
+    def d(x):
+        out, vjp = torch.func.vjp(fn, x)
+        return vjp(torch.ones_like(out))[0]
+
+    return d
+
+
+def compile(fn):
+    """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles)."""
+    return torch.compile(fn, dynamic=False)

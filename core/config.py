@@ -1,0 +1,58 @@
+"""Run-time configuration read from the environment, resolved in one place.
+
+GELULAB_BACKEND  one backend name or a comma-separated list; unset or empty means every installed backend.
+GELULAB_DEVICE   "cpu" (default), "gpu" or "tpu".
+GELULAB_THREADS  threads per framework (intra-op), default 1: measured here, 2-thread torch training ran 4x slower
+                 when another process was busy, 1-thread runs were unaffected (DEVELOPERS.md).
+"""
+from __future__ import annotations
+
+import os
+
+BACKEND_NAMES = ("numpy", "jax", "torch", "tensorflow")
+DEVICES = ("cpu", "gpu", "tpu")
+INSTALL_HINT = {
+    "numpy": "pip install -e .",
+    "jax": "pip install -c constraints.txt -e '.[jax]'",
+    "torch": "pip install -c constraints.txt -e '.[torch]'",
+    "tensorflow": "pip install -c constraints.txt -e '.[tensorflow]'",
+}
+
+
+def parse_backend_list(value: str | None) -> list[str] | None:
+    """Parse a GELULAB_BACKEND-style string into names; None/empty -> None (meaning: all installed).
+
+    Raises ValueError naming the bad entry and the valid names.
+    """
+    if value is None or not value.strip():
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    for n in names:
+        if n not in BACKEND_NAMES:
+            raise ValueError(f"unknown backend {n!r} in GELULAB_BACKEND={value!r}; valid backends: {list(BACKEND_NAMES)}")
+    return list(dict.fromkeys(names))
+
+
+def requested_backends() -> list[str] | None:
+    """Backends named by GELULAB_BACKEND, or None when it is unset/empty."""
+    return parse_backend_list(os.environ.get("GELULAB_BACKEND"))
+
+
+def device() -> str:
+    """The device from GELULAB_DEVICE (default "cpu"); raises ValueError for other values."""
+    d = os.environ.get("GELULAB_DEVICE", "cpu").strip().lower() or "cpu"
+    if d not in DEVICES:
+        raise ValueError(f"GELULAB_DEVICE={d!r}; expected one of {list(DEVICES)}")
+    return d
+
+
+def threads() -> int:
+    """Intra-op thread count from GELULAB_THREADS (default 1); raises ValueError unless a positive integer."""
+    raw = os.environ.get("GELULAB_THREADS", "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"GELULAB_THREADS={raw!r}; expected a positive integer")
+    return n

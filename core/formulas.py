@@ -1,0 +1,147 @@
+"""gelulab's own activation formulas, written once over a minimal array namespace `xp`.
+
+Every backend hands these functions its own `xp` (see `core.interface.ArrayOps`), so the same formula runs as
+numpy, jax, torch or tensorflow code and stays differentiable and compilable by that framework.
+
+Accuracy design (see issue 3 and DEVELOPERS.md):
+* Inputs are computed in the dtype's wider type (float16/bfloat16 -> float32, float32 -> float64) where the
+  device has it, then rounded once to the input dtype: the result is within 1 ULP of the correctly rounded value.
+* Exact GELU uses erfc, x*Phi(x) = x/2 * erfc(-x/sqrt(2)) (Hendrycks & Gimpel 2016, eq. 1 and footnote; jax.nn.gelu
+  uses the same identity), which has no 1+erf cancellation in the negative tail.
+* The tanh form uses 1/2 (1 + tanh u) = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) (Hendrycks & Gimpel 2016,
+  section 2), which again avoids 1+tanh cancellation.
+* Each form is evaluated on an input clamped to [-T, T] and selected afterwards with `where`, so +-inf, huge
+  inputs and their gradients never meet inf*0 or an overflowing x^3: f(x) = x for x > T, f(x) = -0.0 for x < -T,
+  where T is past the point where the true value rounds to x (resp. underflows) in every supported dtype.
+"""
+from __future__ import annotations
+
+import math
+
+SQRT_HALF = math.sqrt(0.5)  # 1/sqrt(2)
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # sqrt(2/pi), tanh form
+TANH_CUBIC = 0.044715  # tanh form cubic coefficient (Hendrycks & Gimpel 2016)
+SIGMOID_SCALE = 1.702  # sigmoid form x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, section 2)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+# Clamp points: beyond +T the function equals x to the last bit of float64, beyond -T it underflows to -0.0.
+# exact: |x Phi(x)| < 5e-324 for x < -38.5;  tanh: x sigmoid(2u) underflows for x < -22;
+# sigmoid: x sigmoid(1.702 x) underflows for x < -438.
+CLAMP = {"none": 40.0, "tanh": 40.0, "sigmoid": 500.0}
+
+
+def _clamped(xp, w, t):
+    """w clamped to [-t, t] with `where` (NaN passes through unchanged, unlike some clip/maximum ops)."""
+    return xp.where(w < -t, -t, xp.where(w > t, t, w))
+
+
+def _tails(xp, w, y, t):
+    """Select x beyond +t and -0.0 beyond -t; y elsewhere."""
+    return xp.where(w > t, w, xp.where(w < -t, -0.0, y))
+
+
+def relu(xp, x):
+    """ReLU(x) = max(x, 0) in the input dtype; NaN propagates, ReLU(+-0) = +0, ReLU'(0) = 0 under autodiff.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    """
+    return xp.where(x <= 0, 0.0, x)
+
+
+def gelu_none(xp, x):
+    """Exact GELU, x Phi(x) = x/2 erfc(-x/sqrt 2), computed in the wide dtype and rounded once.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    Source: Hendrycks & Gimpel, "Gaussian Error Linear Units", arXiv:1606.08415, eq. (1).
+    """
+    dtype = xp.dtype_name(x)
+    w = xp.astype(x, xp.wide(dtype))
+    t = CLAMP["none"]
+    s = _clamped(xp, w, t)
+    y = 0.5 * s * xp.erfc(s * -SQRT_HALF)
+    return xp.astype(_tails(xp, w, y, t), dtype)
+
+
+def gelu_tanh(xp, x):
+    """tanh-form GELU, x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) = x sigmoid(2u), in the wide dtype.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    Source: Hendrycks & Gimpel, arXiv:1606.08415, section 2; torch.nn.functional.gelu(approximate='tanh') doc.
+    """
+    dtype = xp.dtype_name(x)
+    w = xp.astype(x, xp.wide(dtype))
+    t = CLAMP["tanh"]
+    s = _clamped(xp, w, t)
+    u = SQRT_2_OVER_PI * (s + TANH_CUBIC * (s * s * s))
+    y = s * xp.sigmoid(2.0 * u)
+    return xp.astype(_tails(xp, w, y, t), dtype)
+
+
+def gelu_sigmoid(xp, x):
+    """sigmoid-form GELU, x sigmoid(1.702 x), in the wide dtype and rounded once.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    Source: Hendrycks & Gimpel, arXiv:1606.08415, section 2.
+    """
+    dtype = xp.dtype_name(x)
+    w = xp.astype(x, xp.wide(dtype))
+    t = CLAMP["sigmoid"]
+    s = _clamped(xp, w, t)
+    y = s * xp.sigmoid(SIGMOID_SCALE * s)
+    return xp.astype(_tails(xp, w, y, t), dtype)
+
+
+# Closed-form derivatives, for a backend without autodiff (numpy). Each takes and returns the wide dtype.
+
+
+def relu_d1(xp, x):
+    """ReLU'(x) = 1 for x > 0 else 0 (the convention of torch, jax and tf: ReLU'(0) = 0)."""
+    return xp.where(x > 0, 1.0, xp.where(x <= 0, 0.0, x))
+
+
+def relu_d2(xp, x):
+    """ReLU''(x) = 0 (NaN for NaN input)."""
+    return xp.where(x == x, 0.0, x)
+
+
+def gelu_none_d1(xp, x):
+    """d/dx x Phi(x) = Phi(x) + x phi(x)."""
+    return 0.5 * xp.erfc(x * -SQRT_HALF) + x * INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+
+
+def gelu_none_d2(xp, x):
+    """d2/dx2 x Phi(x) = phi(x) (2 - x^2)."""
+    return INV_SQRT_2PI * xp.exp(-0.5 * x * x) * (2.0 - x * x)
+
+
+def _tanh_parts(xp, x):
+    u1 = SQRT_2_OVER_PI * (1.0 + 3.0 * TANH_CUBIC * x * x)  # u'
+    u = SQRT_2_OVER_PI * (x + TANH_CUBIC * x * x * x)
+    return xp.sigmoid(2.0 * u), xp.sigmoid(-2.0 * u), u1
+
+
+def gelu_tanh_d1(xp, x):
+    """d/dx x sigma(2u) = sigma(2u) + 2 x sigma(2u) sigma(-2u) u'."""
+    p, q, u1 = _tanh_parts(xp, x)
+    return p + 2.0 * x * p * q * u1
+
+
+def gelu_tanh_d2(xp, x):
+    """d2/dx2 x sigma(2u) = 4 p q u' + 2 x p q (u'' - 2 (p - q) u'^2), p = sigma(2u), q = 1 - p."""
+    p, q, u1 = _tanh_parts(xp, x)
+    u2 = SQRT_2_OVER_PI * 6.0 * TANH_CUBIC * x
+    return 4.0 * p * q * u1 + 2.0 * x * p * q * (u2 - 2.0 * (p - q) * u1 * u1)
+
+
+def gelu_sigmoid_d1(xp, x):
+    """d/dx x sigma(kx) = p + k x p q, p = sigma(kx), q = sigma(-kx), k = 1.702."""
+    k = SIGMOID_SCALE
+    p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
+    return p + k * x * p * q
+
+
+def gelu_sigmoid_d2(xp, x):
+    """d2/dx2 x sigma(kx) = p q (2k + k^2 x (q - p))."""
+    k = SIGMOID_SCALE
+    p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
+    return p * q * (2.0 * k + k * k * x * (q - p))

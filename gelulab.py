@@ -1,0 +1,4 @@
+"""gelulab command line."""
+
+def main():
+    raise SystemExit("not yet")
