@@ -1,0 +1,124 @@
+"""Report plumbing shared by every command: environment record, atomic JSON/text writes, Markdown tables.
+
+Every report records the versions of Python, numpy and every framework used, the thread counts and the CPU
+(DEVELOPERS.md: "record framework versions in every report").
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from core import config
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (Linux), else platform.processor()."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def environment(backends=()) -> dict:
+    """Machine and versions: python, numpy, scipy, mpmath, each given Backend's framework versions, cores,
+    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set."""
+    import mpmath
+    import scipy
+    import sklearn
+
+    env = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "mpmath": mpmath.__version__,
+        "scikit-learn": sklearn.__version__,
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": config.threads(),
+        "device": config.device(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "frameworks": {},
+    }
+    for b in backends:
+        env["frameworks"][b.name] = b.versions()
+    return env
+
+
+def _clean(o):
+    """Make floats JSON-safe: inf/-inf/nan become the strings "inf", "-inf", "nan"."""
+    if isinstance(o, float) or isinstance(o, np.floating):
+        f = float(o)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _clean(o.tolist())
+    return o
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to `path` atomically (temp file in the same folder, then os.replace); creates parent dirs.
+    A crash mid-write leaves the old file (or none), never a truncated one. Returns the Path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(path: str | os.PathLike, data) -> Path:
+    """Atomically write `data` as indented JSON (non-finite floats as strings, numpy scalars as numbers)."""
+    return atomic_write_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
+
+
+def fmt(v, digits: int = 3) -> str:
+    """Format a number for a Markdown table: integers as is, floats with `digits` significant digits."""
+    if v is None:
+        return "—"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f) or math.isinf(f):
+            return str(f)
+        if f == 0:
+            return "0"
+        if 1e-3 <= abs(f) < 1e5:
+            return f"{f:.{digits}g}"
+        return f"{f:.{max(digits - 1, 1)}e}"
+    return str(v)
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    """A GitHub Markdown table; cells formatted with fmt(). Raises ValueError if a row has the wrong length."""
+    for r in rows:
+        if len(r) != len(headers):
+            raise ValueError(f"row has {len(r)} cells, expected {len(headers)}: {r!r}")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

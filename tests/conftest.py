@@ -1,0 +1,39 @@
+"""Shared pytest set-up: the backends under test come from GELULAB_BACKEND (all installed ones when unset).
+
+A test that takes the `backend_name` argument runs once per selected backend; the `backend` fixture gives the
+Backend object. An unknown name in GELULAB_BACKEND stops the session at once with the list of valid names.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("GELULAB_THREADS", "1")
+
+# torch before tensorflow avoids a known import-order crash (Keras backend/__init__.py does the same).
+try:  # noqa: SIM105
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
+from backends import BackendUnavailable, get_backend, selected_backends  # noqa: E402
+
+try:
+    SELECTED = selected_backends()
+except (ValueError, BackendUnavailable) as e:
+    raise pytest.UsageError(f"GELULAB_BACKEND: {e}") from e
+
+
+def pytest_report_header(config):
+    return f"gelulab backends under test: {', '.join(SELECTED)} (GELULAB_BACKEND={os.environ.get('GELULAB_BACKEND')!r})"
+
+
+def pytest_generate_tests(metafunc):
+    if "backend_name" in metafunc.fixturenames:
+        metafunc.parametrize("backend_name", SELECTED)
+
+
+@pytest.fixture
+def backend(backend_name):
+    return get_backend(backend_name)
