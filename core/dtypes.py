@@ -18,7 +18,9 @@ class DType:
     name: the canonical name used everywhere in gelulab ("float32", "bfloat16", ...).
     np_dtype: the numpy dtype (bfloat16 comes from ml_dtypes).
     wide: the dtype gelulab's formulas compute in internally for inputs of this dtype, where the device has it
-      (float16/bfloat16 -> float32, float32 -> float64, float64 -> float64).
+      (float16 -> float32; bfloat16, float32, float64 -> float64). bfloat16 needs float64: it has float32's
+      exponent range, so intermediates such as sigmoid(2u) in the tanh form's tail are float32 subnormals
+      (flushed to zero by XLA) while the result is a normal bfloat16.
     """
 
     name: str
@@ -41,7 +43,7 @@ DTYPES: dict[str, DType] = {
     for d in (
         DType("float64", np.dtype(np.float64), "float64"),
         DType("float32", np.dtype(np.float32), "float64"),
-        DType("bfloat16", np.dtype(ml_dtypes.bfloat16), "float32"),
+        DType("bfloat16", np.dtype(ml_dtypes.bfloat16), "float64"),
         DType("float16", np.dtype(np.float16), "float32"),
     )
 }

@@ -40,6 +40,16 @@ def _tails(xp, w, y, t):
     return xp.where(w > t, w, xp.where(w < -t, -0.0, y))
 
 
+def _x_sigmoid(xp, x, z):
+    """x * sigmoid(z), evaluated through the small side of the sigmoid: x sigmoid(z) for z <= 0 and
+    x - x sigmoid(-z) for z > 0. The value is the same; autodiff then differentiates sigmoid where it is tiny and
+    exact, instead of sigmoid (1 - sigmoid) with 1 - sigmoid cancelling to 0, so the second derivative stays
+    accurate for large positive x."""
+    p = xp.sigmoid(xp.where(z > 0, -z, z))
+    xp_ = x * p
+    return xp.where(z > 0, x - xp_, xp_)
+
+
 def relu(xp, x):
     """ReLU(x) = max(x, 0) in the input dtype; NaN propagates, ReLU(+-0) = +0, ReLU'(0) = 0 under autodiff.
 
@@ -73,7 +83,7 @@ def gelu_tanh(xp, x):
     t = CLAMP["tanh"]
     s = _clamped(xp, w, t)
     u = SQRT_2_OVER_PI * (s + TANH_CUBIC * (s * s * s))
-    y = s * xp.sigmoid(2.0 * u)
+    y = _x_sigmoid(xp, s, 2.0 * u)
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -87,7 +97,7 @@ def gelu_sigmoid(xp, x):
     w = xp.astype(x, xp.wide(dtype))
     t = CLAMP["sigmoid"]
     s = _clamped(xp, w, t)
-    y = s * xp.sigmoid(SIGMOID_SCALE * s)
+    y = _x_sigmoid(xp, s, SIGMOID_SCALE * s)
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 

@@ -89,13 +89,21 @@ _LIMITS = {
 }
 
 
-@lru_cache(maxsize=1_000_000)
 def reference_mp(key: str, order: int, x: float):
     """The exact value (as an mpmath mpf, or a Python float at +-inf/nan) of activation `key`'s `order`-th derivative.
 
     key: catalogue key ("relu", "gelu_none", "gelu_tanh", "gelu_sigmoid"); order: 0, 1 or 2; x: a float64 value.
     Raises ValueError for an unknown key or order.
     """
+    return _reference_mp(key, order, x) if x == 0 else _reference_mp_cached(key, order, x)
+
+
+@lru_cache(maxsize=1_000_000)
+def _reference_mp_cached(key, order, x):
+    return _reference_mp(key, order, x)
+
+
+def _reference_mp(key, order, x):
     if key not in MP_FUNCTIONS:
         raise ValueError(f"unknown activation {key!r}; expected one of {sorted(MP_FUNCTIONS)}")
     if order not in (0, 1, 2):
@@ -108,7 +116,24 @@ def reference_mp(key: str, order: int, x: float):
     with mpmath.workprec(PRECISION_BITS):
         if x == 0 and order == 0:
             return 0.0 if key == "relu" else x  # GELU(+-0) = +-0 (mpmath has no signed zero); ReLU(+-0) = +0
+        if key != "relu" and abs(x) > FAR:
+            return _far(x, order)
         return MP_FUNCTIONS[key](mpmath.mpf(x), order)
+
+
+FAR = 1e3  # past |x| = 1000 every GELU form equals its limit to far below any dtype's resolution
+
+
+def _far(x: float, order: int):
+    """GELU forms for |x| > FAR, where the tail terms are below e^{-1700} (mpmath's erfc cannot take such
+    arguments): f = x (1 - tiny) -> x for x > 0; f, f' and f'' are tiny negative numbers otherwise (f'' < 0 on
+    both sides), which round to -0.0 in every dtype."""
+    neg_tiny = -mpmath.mpf(2) ** -20000
+    if x > 0 and order == 0:
+        return mpmath.mpf(x)
+    if x > 0 and order == 1:
+        return 1 - mpmath.mpf(2) ** -20000
+    return neg_tiny
 
 
 def round_to_dtype(v, dtype: str):
@@ -121,7 +146,8 @@ def round_to_dtype(v, dtype: str):
         return cand[()]
     best, best_err = cand, abs(mpmath.mpf(float(cand)) - v)
     for direction in (-np.inf, np.inf):
-        n = np.nextafter(cand, np.array(direction, dtype=dt))
+        with np.errstate(over="ignore"):
+            n = np.nextafter(cand, np.array(direction, dtype=dt))
         if not np.isfinite(np.float64(n)):
             continue
         err = abs(mpmath.mpf(float(n)) - v)
@@ -145,13 +171,15 @@ def reference(key: str, x: np.ndarray, dtype: str, order: int = 0) -> np.ndarray
     out = np.empty(x64.shape, dtype=dt)
     flat = out.reshape(-1)
     for i, xi in enumerate(x64.reshape(-1)):
-        flat[i] = _rounded(key, order, float(xi), dtype)
+        xi = float(xi)
+        # the caches key on ==, where 0.0 == -0.0: signed zeros bypass them
+        flat[i] = round_to_dtype(_reference_mp(key, order, xi), dtype) if xi == 0 else _rounded(key, order, xi, dtype)
     return out
 
 
 @lru_cache(maxsize=2_000_000)
 def _rounded(key, order, x, dtype):
-    return round_to_dtype(reference_mp(key, order, x), dtype)
+    return round_to_dtype(_reference_mp_cached(key, order, x), dtype)
 
 
 def reference_float(key: str, x: float, order: int = 0) -> float:

@@ -1,0 +1,196 @@
+"""The parity engine: evaluate one backend's activations over the named regions and compare each with the
+correctly rounded mpmath reference. Backend-free: it reaches frameworks only through the Backend interface.
+
+A *group* is (backend, impl, activation, dtype, mode, order) on one device: all regions are concatenated into one
+input vector and evaluated by a single call, so a compiled mode compiles once per group; the results are then
+split per region into *cells*. Eager is no oracle: every mode is compared with the reference, never with another.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from core.activations import ACTIVATIONS, IMPLS
+from core.dtypes import DTYPES
+from core.interface import ORDERS
+from core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
+from core.reference import reference
+from core.regions import REGIONS, region
+from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, known_fault, tolerance
+
+
+@dataclass(frozen=True)
+class Group:
+    """One evaluation: backend name, impl ("formula"/"builtin"), activation key, dtype name, mode
+    ("eager"/"compiled"), derivative order (0, 1, 2) and device ("cpu", "gpu", "tpu")."""
+
+    backend: str
+    impl: str
+    key: str
+    dtype: str
+    mode: str
+    order: int
+    device: str = "cpu"
+
+    @property
+    def id(self) -> str:
+        """A short readable id, e.g. 'torch-builtin-gelu_none-float32-eager-d0-cpu'."""
+        return f"{self.backend}-{self.impl}-{self.key}-{self.dtype}-{self.mode}-d{self.order}-{self.device}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One group restricted to one region."""
+
+    group: Group
+    region: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.group.id}-{self.region}"
+
+
+@dataclass
+class CellResult:
+    """What one cell measured: the inputs, outputs, correctly rounded reference and their error summary.
+    x, actual, expected: 1-D numpy arrays of the group's dtype. error: None if the call raised (see `exception`)."""
+
+    cell: Cell
+    x: np.ndarray = field(repr=False)
+    actual: np.ndarray | None = field(repr=False)
+    expected: np.ndarray = field(repr=False)
+    error: ErrorSummary | None
+    exception: str | None = None
+
+    def ulp(self) -> np.ndarray:
+        """Elementwise ULP distance (float64 array)."""
+        return ulp_distance(self.actual, self.expected, self.cell.group.dtype)
+
+    def abs(self) -> np.ndarray:
+        return abs_error(self.actual, self.expected)
+
+    def rel(self) -> np.ndarray:
+        return rel_error(self.actual, self.expected)
+
+
+def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS):
+    """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).
+
+    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0)."""
+    out = []
+    for b in backends:
+        for mode in b.modes if modes is None else [m for m in modes if m in b.modes]:
+            for impl in impls:
+                for key in keys:
+                    for dtype in dtypes:
+                        for order in orders:
+                            out.append(Group(b.name, impl, key, dtype, mode, order, b.device))
+    return out
+
+
+@lru_cache(maxsize=None)
+def inputs(dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[np.ndarray, dict[str, slice]]:
+    """The concatenated inputs of `regions` for `dtype` and each region's slice in it."""
+    parts, slices, start = [], {}, 0
+    for r in regions:
+        a = region(r, dtype)
+        parts.append(a)
+        slices[r] = slice(start, start + a.size)
+        start += a.size
+    return np.concatenate(parts), slices
+
+
+@lru_cache(maxsize=None)
+def expected(key: str, order: int, dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> np.ndarray:
+    """Correctly rounded reference for the concatenated inputs (cached: shared by every backend, impl and mode)."""
+    x, _ = inputs(dtype, regions)
+    return reference(key, x, dtype, order)
+
+
+def evaluate(backend, group: Group, regions: tuple[str, ...] = tuple(REGIONS)) -> dict[str, CellResult]:
+    """Run `group` on `backend` (a Backend whose name and device match) once over all regions.
+
+    Returns {region: CellResult}. A framework exception is caught and recorded in every cell (exception text,
+    error None), so one failing call never loses the rest of a report.
+    Raises ValueError if the backend does not match the group.
+    """
+    if backend.name != group.backend or backend.device != group.device:
+        raise ValueError(f"backend {backend.name}/{backend.device} does not match group {group.id}")
+    x, slices = inputs(group.dtype, regions)
+    ref = expected(group.key, group.order, group.dtype, regions)
+    try:
+        fn = backend.function(group.key, group.impl, group.order, group.mode)
+        y = backend.to_numpy(fn(backend.asarray(x)))
+        if y.dtype != x.dtype or y.shape != x.shape:
+            raise TypeError(f"returned {y.dtype}{y.shape}, expected {x.dtype}{x.shape}")
+        exc = None
+    except Exception as e:  # noqa: BLE001 - recorded in the report, not hidden
+        y, exc = None, f"{type(e).__name__}: {e}"[:500]
+    out = {}
+    for r, s in slices.items():
+        cell = Cell(group, r)
+        if exc is None:
+            out[r] = CellResult(cell, x[s], y[s], ref[s], summarize(x[s], y[s], ref[s], group.dtype))
+        else:
+            out[r] = CellResult(cell, x[s], None, ref[s], None, exc)
+    return out
+
+
+@dataclass
+class Verdict:
+    """The judgement of one CellResult against its tolerance.
+
+    passed: every element within tolerance (False if the call raised); n_bad: elements outside;
+    worst_x: the input with the largest ULP distance among the bad ones (None if none); fault: the matching
+    KnownFault or None; tol: the Tol applied."""
+
+    passed: bool
+    n_bad: int
+    worst_x: float | None
+    fault: object
+    tol: object
+
+
+def elementwise_ok(result: CellResult, tol) -> np.ndarray:
+    """Boolean mask of elements within `tol` (a core.tolerances.Tol); see core.tolerances for the rule."""
+    g = result.cell.group
+    a, e = result.actual, result.expected
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    ulp = ulp_distance(a, e, g.dtype)
+    err = abs_error(a, e)
+    ok = err <= tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e64), e64, 0.0))
+    if tol.max_ulp >= 0:
+        ok |= ulp <= tol.max_ulp
+    if g.order == 0:  # the sign of a zero result is part of the contract (gelu(-0) = -0, gelu(-inf) = -0)
+        zero = (a64 == 0) & (e64 == 0)
+        ok &= ~zero | (np.signbit(a64) == np.signbit(e64)) | (g.key == "relu")
+    if tol.flush_subnormals:
+        normal = float(DTYPES[g.dtype].finfo.smallest_normal)
+        x64 = result.x.astype(np.float64)
+        sub_in = (np.abs(x64) < normal) & (x64 != 0)
+        at_zero = reference(g.key, np.copysign(0.0, x64[sub_in]).astype(result.x.dtype), g.dtype, g.order)
+        ok_sub = np.zeros_like(ok)
+        ok_sub[sub_in] = abs_error(a[sub_in], at_zero) <= tol.atol + tol.rtol * np.abs(at_zero.astype(np.float64))
+        ok |= ok_sub
+        ok |= (np.abs(e64) < normal) & (np.abs(a64 - e64) <= normal)
+    if g.order > 0 and g.key in UNCOMPARED_NAN_DERIVATIVE:
+        ok |= np.isnan(result.x.astype(np.float64))
+    return ok
+
+
+def check(result: CellResult) -> Verdict:
+    """Judge a CellResult: its tolerance (core.tolerances.tolerance) and any KnownFault for its cell."""
+    g = result.cell.group
+    tol = tolerance(g)
+    fault = known_fault(g, result.cell.region)
+    if result.actual is None:
+        return Verdict(False, int(result.x.size), None, fault, tol)
+    ok = elementwise_ok(result, tol)
+    bad = ~ok
+    worst = None
+    if bad.any():
+        u = np.where(bad, result.ulp(), -1.0)
+        worst = float(result.x.astype(np.float64)[int(np.argmax(u))])
+    return Verdict(bool(ok.all()), int(bad.sum()), worst, fault, tol)

@@ -1,0 +1,97 @@
+"""Named input regions per dtype, the parity suite's generators (after PyTorch OpInfo's normal/small/large/extremal
+sample generators, torch/testing/_internal/opinfo/core.py).
+
+Every region returns a 1-D numpy array of the target dtype (values exactly representable, duplicates removed,
+sorted). Add a region by adding a function to REGIONS; the tests and the report pick it up.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.dtypes import get_dtype
+
+
+def _as(values, dtype: str) -> np.ndarray:
+    dt = get_dtype(dtype).np_dtype
+    a = np.asarray(values, dtype=np.float64).astype(dt)
+    a = a[np.isfinite(a.astype(np.float64))] if a.size else a
+    return np.unique(a)
+
+
+def grid(dtype: str) -> np.ndarray:
+    """A dense grid over [-10, 10]: 4001 points (spacing 0.005) rounded to the dtype."""
+    return _as(np.linspace(-10.0, 10.0, 4001), dtype)
+
+
+def underflow_point(dtype: str) -> float:
+    """The x < 0 below which even the slowest-decaying form, x sigmoid(1.702 x), rounds to -0 in `dtype`
+    (|x| e^{1.702 x} < smallest subnormal / 2). float32: about -60; float64: about -437; float16: about -10."""
+    tiny = float(get_dtype(dtype).finfo.smallest_subnormal)
+    return (math.log(tiny) - math.log(2.0)) / 1.702
+
+
+def negative_tail(dtype: str) -> np.ndarray:
+    """From -10 down past the point where the true value underflows in `dtype` (600 points, linear)."""
+    return _as(np.linspace(1.02 * underflow_point(dtype), -3.0, 600), dtype)
+
+
+def tiny(dtype: str) -> np.ndarray:
+    """Tiny |x|, both signs: 200 log-spaced magnitudes from the smallest subnormal to 1e-3."""
+    fi = get_dtype(dtype).finfo
+    lo = math.log10(float(fi.smallest_subnormal))
+    mags = np.logspace(lo, -3.0, 200)
+    return _as(np.concatenate([mags, -mags, [float(fi.smallest_subnormal), float(fi.smallest_normal)]]), dtype)
+
+
+def large(dtype: str) -> np.ndarray:
+    """Large |x| up to a tenth of the dtype's maximum: 200 log-spaced magnitudes from 10, both signs."""
+    hi = math.log10(float(get_dtype(dtype).finfo.max) / 10)
+    mags = np.logspace(1.0, hi, 200)
+    return _as(np.concatenate([mags, -mags]), dtype)
+
+
+def near_max(dtype: str) -> np.ndarray:
+    """The dtype's largest finite values and their negatives: max, its 8 lower neighbours, max/2, max/4."""
+    dt = get_dtype(dtype).np_dtype
+    top = np.array(get_dtype(dtype).finfo.max, dtype=dt)
+    vals = [top]
+    for _ in range(8):
+        vals.append(np.nextafter(vals[-1], np.array(0, dtype=dt)))
+    vals = [float(v) for v in vals] + [float(top) / 2, float(top) / 4]
+    return _as(vals + [-v for v in vals], dtype)
+
+
+def specials(dtype: str) -> np.ndarray:
+    """+0, -0, +inf, -inf, nan (in this order; not deduplicated, not sorted)."""
+    return np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype=np.float64).astype(get_dtype(dtype).np_dtype)
+
+
+ISSUE_TAIL_POINT = -5.533906936645508  # issue 3: torch eager returns -0.0 and compiled ~-1.65e-7 (true -8.665e-8)
+
+
+def cases(dtype: str) -> np.ndarray:
+    """Points named in the issues and the article: -10, -8, -6, -5.5, -5, -4, -1, -0.7518 (GELU's minimum), 0, 1, 2,
+    -20, 148, 256, and -5.533906936645508 repeated 64 times to fill a SIMD vector (not deduplicated)."""
+    named = [-20.0, -10.0, -8.0, -7.0, -6.0, -5.5, -5.0, -4.0, -1.0, -0.7518, 0.0, 1.0, 2.0, 148.0, 256.0]
+    a = np.asarray(named + [ISSUE_TAIL_POINT] * 64, dtype=np.float64).astype(get_dtype(dtype).np_dtype)
+    return a[np.isfinite(a.astype(np.float64))]
+
+
+REGIONS = {
+    "grid": grid,
+    "negative_tail": negative_tail,
+    "tiny": tiny,
+    "large": large,
+    "near_max": near_max,
+    "specials": specials,
+    "cases": cases,
+}
+
+
+def region(name: str, dtype: str) -> np.ndarray:
+    """Inputs of region `name` for `dtype`; raises ValueError for an unknown region or dtype."""
+    if name not in REGIONS:
+        raise ValueError(f"unknown region {name!r}; expected one of {list(REGIONS)}")
+    return REGIONS[name](dtype)

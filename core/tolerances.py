@@ -1,0 +1,174 @@
+"""Tolerances, platform overrides and known upstream faults, as data (not scattered in tests).
+
+How a cell is judged (core.parity.check): element by element, the computed value passes when
+  ULP distance to the correctly rounded reference <= max_ulp   or   |error| <= atol + rtol * |reference|.
+A cell passes when every element passes. Special inputs (+-0, +-inf, nan) are judged the same way (inf == inf,
+nan == nan), and for order 0 the sign of a zero result must match too (gelu(-inf) = -0.0, gelu(-0) = -0).
+
+* TOLERANCES: the default (builtin) table per dtype and derivative order, after PyTorch's assert_close table
+  (torch/testing/_comparison.py: f16 (1e-3, 1e-5), bf16 (1.6e-2, 1e-5), f32 (1.3e-6, 1e-5), f64 (1e-7, 1e-7)),
+  with two changes: atol is the dtype's smallest normal for values, so a wrong negative tail is not hidden by an
+  absolute floor of 1e-5 (the true values there are 1e-9 .. 1e-40); and float32 rtol is 1e-5, the accuracy of a
+  good float32 erfc GELU (jax and tf builtins measured 6.4e-6 on [-10, 10]). Derivatives, whose values are O(1)
+  and cross zero, use atol of about one machine epsilon.
+* FORMULA_GOALS: gelulab's own formula is held to issue 3's goal: within 1 ULP in bfloat16/float16 and 4 ULP in
+  float32, values and derivatives, no absolute floor; float64 is measured (<= 2048 ULP, with results below the
+  smallest normal judged absolutely).
+* OVERRIDES: platform behaviour that is not an activation bug, each with its reason, per backend x impl x mode x
+  device (None matches any).
+* KNOWN_FAULTS: upstream faults with links; the tests turn a cell that matches one into xfail(strict=True), so a
+  framework fix shows up as XPASS. The report flags the cell with the link.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from core.dtypes import get_dtype
+
+
+@dataclass(frozen=True)
+class Tol:
+    """An element passes if ulp <= max_ulp or |error| <= atol + rtol * |reference|.
+    max_ulp: ULPs of the target dtype (-1 = the ULP test is off); rtol: relative; atol: absolute (same units as x).
+    flush_subnormals: also accept the result the function has at +-0 for a subnormal input, and 0 for a
+    subnormal result (FTZ/DAZ hardware modes)."""
+
+    max_ulp: float = -1
+    rtol: float = 0.0
+    atol: float = 0.0
+    flush_subnormals: bool = False
+
+
+def _normal(d):
+    return float(get_dtype(d).finfo.smallest_normal)
+
+
+def _eps(d):
+    return float(get_dtype(d).finfo.eps)
+
+
+# Default table, for the frameworks' builtins: (dtype, order) -> Tol
+TOLERANCES: dict[tuple[str, int], Tol] = {
+    ("float64", 0): Tol(rtol=1e-13, atol=_normal("float64")),
+    ("float32", 0): Tol(rtol=1e-5, atol=_normal("float32")),
+    ("bfloat16", 0): Tol(rtol=1.6e-2, atol=_normal("bfloat16")),
+    ("float16", 0): Tol(rtol=2e-3, atol=_normal("float16") / 512),  # 2 subnormal steps
+    ("float64", 1): Tol(rtol=1e-12, atol=_eps("float64")),
+    ("float32", 1): Tol(rtol=1e-4, atol=_eps("float32")),
+    ("bfloat16", 1): Tol(rtol=3.2e-2, atol=_eps("bfloat16")),
+    ("float16", 1): Tol(rtol=4e-3, atol=_eps("float16")),
+    ("float64", 2): Tol(rtol=1e-11, atol=2 * _eps("float64")),
+    ("float32", 2): Tol(rtol=1e-3, atol=2 * _eps("float32")),
+    ("bfloat16", 2): Tol(rtol=6.4e-2, atol=2 * _eps("bfloat16")),
+    ("float16", 2): Tol(rtol=8e-3, atol=2 * _eps("float16")),
+}
+
+# gelulab's formula: issue 3's goals (values and derivatives). float64 is "as close as we can make it": the
+# argument x/sqrt(2) (or u) is rounded once, and erfc/sigmoid amplify that by about x^2 (|2u|) in the tail.
+# float64 absolute floors: values below 1e-305 are judged absolutely, because sigmoid(1.702 x) underflows (x < -417)
+# before x sigmoid(1.702 x) does (x < -437); derivatives, O(1) and crossing zero, within 4 eps absolutely.
+FLOAT64_FORMULA_ATOL = {0: 1e-305, 1: 4 * _eps("float64"), 2: 4 * _eps("float64")}
+FORMULA_GOALS: dict[tuple[str, int], Tol] = {}
+for _order in (0, 1, 2):
+    FORMULA_GOALS[("bfloat16", _order)] = Tol(max_ulp=1)
+    FORMULA_GOALS[("float16", _order)] = Tol(max_ulp=1)
+    FORMULA_GOALS[("float32", _order)] = Tol(max_ulp=4)
+    FORMULA_GOALS[("float64", _order)] = Tol(max_ulp=2048, atol=FLOAT64_FORMULA_ATOL[_order])
+
+
+@dataclass(frozen=True)
+class Override:
+    """A platform behaviour that changes the tolerance for matching cells. None matches anything.
+    flush_subnormals: the platform flushes subnormal inputs/outputs of these dtypes to zero."""
+
+    reason: str
+    backend: str | None = None
+    impl: str | None = None
+    mode: str | None = None
+    device: str | None = None
+    dtypes: tuple[str, ...] | None = None
+    flush_subnormals: bool = True
+
+
+OVERRIDES: tuple[Override, ...] = (
+    Override(
+        "XLA's CPU runtime runs with flush-to-zero / denormals-are-zero: float64, float32 and bfloat16 subnormal "
+        "inputs read as +-0 and subnormal results are written as 0 (measured: jax.nn.relu(1e-40) == 0)",
+        backend="jax", device="cpu", dtypes=("float64", "float32", "bfloat16"),
+    ),
+    Override(
+        "TensorFlow sets flush-to-zero / denormals-are-zero in its CPU kernels and XLA: float64, float32 and bfloat16 "
+        "subnormals read and written as 0",
+        backend="tensorflow", device="cpu", dtypes=("float64", "float32", "bfloat16"),
+    ),
+)
+
+# Derivatives that are not defined: ReLU' at NaN (frameworks return 0 or 1 by their where/mask convention).
+UNCOMPARED_NAN_DERIVATIVE = ("relu",)
+
+
+@dataclass(frozen=True)
+class KnownFault:
+    """An upstream fault: the cells it matches must fail (xfail strict). None matches anything.
+    reason: one line; link: the upstream issue or PR."""
+
+    reason: str
+    link: str
+    backend: str | None = None
+    impl: str | None = "builtin"
+    keys: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None
+    orders: tuple[int, ...] | None = None
+    regions: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+
+    def matches(self, group, region: str) -> bool:
+        """True when this fault covers `group` (a core.parity.Group) on `region`."""
+        checks = (
+            (self.backend, group.backend, False),
+            (self.impl, group.impl, False),
+            (self.keys, group.key, True),
+            (self.dtypes, group.dtype, True),
+            (self.modes, group.mode, True),
+            (self.orders, group.order, True),
+            (self.regions, region, True),
+            (self.devices, group.device, True),
+        )
+        for want, have, is_set in checks:
+            if want is None:
+                continue
+            if (have not in want) if is_set else (have != want):
+                return False
+        return True
+
+
+KNOWN_FAULTS: tuple[KnownFault, ...] = ()  # filled in below from measurements
+
+
+def overrides_for(group) -> list[Override]:
+    """The Overrides that apply to a core.parity.Group (listed in the report beside the cell)."""
+    return [
+        o for o in OVERRIDES
+        if all(w is None or w == h for w, h in ((o.backend, group.backend), (o.impl, group.impl),
+                                                  (o.mode, group.mode), (o.device, group.device)))
+        and (o.dtypes is None or group.dtype in o.dtypes)
+    ]
+
+
+def tolerance(group) -> Tol:
+    """The Tol for a core.parity.Group: FORMULA_GOALS for impl "formula", else TOLERANCES; a matching Override
+    switches on flush_subnormals."""
+    table = FORMULA_GOALS if group.impl == "formula" else TOLERANCES
+    tol = table[(group.dtype, group.order)]
+    if any(o.flush_subnormals for o in overrides_for(group)):
+        tol = replace(tol, flush_subnormals=True)
+    return tol
+
+
+def known_fault(group, region: str) -> KnownFault | None:
+    """The first KnownFault matching (group, region), or None."""
+    for f in KNOWN_FAULTS:
+        if f.matches(group, region):
+            return f
+    return None
