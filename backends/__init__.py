@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from functools import lru_cache
+from functools import cache
 
 from core import config
 from core.interface import Backend
@@ -17,7 +17,7 @@ class BackendUnavailable(RuntimeError):
     """A named backend's framework is not installed (or failed to import); the message gives the install command."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(name: str, device: str) -> Backend:
     if name not in config.BACKEND_NAMES:
         raise ValueError(f"unknown backend {name!r}; valid backends: {list(config.BACKEND_NAMES)}")

@@ -7,8 +7,8 @@ over `ACTIVATIONS`, so a new entry here is covered everywhere without test edits
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from core import formulas
 

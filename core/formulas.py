@@ -111,7 +111,7 @@ def relu_d1(xp, x):
 
 def relu_d2(xp, x):
     """ReLU''(x) = 0 (NaN for NaN input)."""
-    return xp.where(x == x, 0.0, x)
+    return xp.where(x != x, x, 0.0)  # noqa: PLR0124 - NaN test
 
 
 def gelu_none_d1(xp, x):

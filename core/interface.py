@@ -18,9 +18,9 @@ A backend package `backends/<name>/` provides a module `activations` with the sa
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
 
 import numpy as np
 

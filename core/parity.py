@@ -8,17 +8,18 @@ split per region into *cells*. Eager is no oracle: every mode is compared with t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 from core.activations import ACTIVATIONS, IMPLS
 from core.dtypes import DTYPES
 from core.interface import ORDERS
+from core.known_faults import known_fault
 from core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
 from core.reference import reference
 from core.regions import REGIONS, region
-from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, known_fault, tolerance
+from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, tolerance
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def inputs(dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[np.ndarray, dict[str, slice]]:
     """The concatenated inputs of `regions` for `dtype` and each region's slice in it."""
     parts, slices, start = [], {}, 0
@@ -102,7 +103,7 @@ def inputs(dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[np.nd
     return np.concatenate(parts), slices
 
 
-@lru_cache(maxsize=None)
+@cache
 def expected(key: str, order: int, dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> np.ndarray:
     """Correctly rounded reference for the concatenated inputs (cached: shared by every backend, impl and mode)."""
     x, _ = inputs(dtype, regions)
@@ -183,7 +184,7 @@ def elementwise_ok(result: CellResult, tol) -> np.ndarray:
 def check(result: CellResult) -> Verdict:
     """Judge a CellResult: its tolerance (core.tolerances.tolerance) and any KnownFault for its cell."""
     g = result.cell.group
-    tol = tolerance(g)
+    tol = tolerance(g, result.cell.region)
     fault = known_fault(g, result.cell.region)
     if result.actual is None:
         return Verdict(False, int(result.x.size), None, fault, tol)

@@ -56,7 +56,7 @@ def environment(backends=()) -> dict:
 
 def _clean(o):
     """Make floats JSON-safe: inf/-inf/nan become the strings "inf", "-inf", "nan"."""
-    if isinstance(o, float) or isinstance(o, np.floating):
+    if isinstance(o, (float, np.floating)):
         f = float(o)
         if math.isnan(f):
             return "nan"

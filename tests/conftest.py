@@ -12,12 +12,12 @@ import pytest
 os.environ.setdefault("GELULAB_THREADS", "1")
 
 # torch before tensorflow avoids a known import-order crash (Keras backend/__init__.py does the same).
-try:  # noqa: SIM105
+try:
     import torch  # noqa: F401
 except ImportError:
     pass
 
-from backends import BackendUnavailable, get_backend, selected_backends  # noqa: E402
+from backends import BackendUnavailable, get_backend, selected_backends
 
 try:
     SELECTED = selected_backends()
@@ -37,3 +37,11 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def backend(backend_name):
     return get_backend(backend_name)
+
+
+# hypothesis: derandomized in CI (CI=true), fixed example budget, no deadline (first framework calls are slow)
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")

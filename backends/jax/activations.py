@@ -24,9 +24,9 @@ def _xla_threads_flags(threads: int) -> None:
 
 _xla_threads_flags(int(os.environ.get("GELULAB_THREADS", "1") or 1))
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 

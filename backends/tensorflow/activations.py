@@ -10,11 +10,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from core.dtypes import get_dtype  # noqa: E402
-from core.formulas import SIGMOID_SCALE  # noqa: E402
+from core.dtypes import get_dtype
+from core.formulas import SIGMOID_SCALE
 
 NAME = "tensorflow"
 MODES = ("eager", "compiled")
@@ -62,10 +62,16 @@ def to_numpy(x) -> np.ndarray:
 # ArrayOps
 
 
+def _const(v, dtype):
+    # via numpy: TF's eager cache of Python-scalar constants is keyed by value, so once 0.0 was converted,
+    # tf.constant(-0.0) returns +0.0 (measured on 2.21); a numpy scalar bypasses that cache.
+    return tf.constant(np.array(v, dtype=dtype.as_numpy_dtype))
+
+
 def where(c, a, b):
     ref = b if tf.is_tensor(b) else a
-    a = a if tf.is_tensor(a) else tf.constant(a, dtype=ref.dtype)
-    b = b if tf.is_tensor(b) else tf.constant(b, dtype=ref.dtype)
+    a = a if tf.is_tensor(a) else _const(a, ref.dtype)
+    b = b if tf.is_tensor(b) else _const(b, ref.dtype)
     return tf.where(c, a, b)
 
 

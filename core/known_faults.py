@@ -1,0 +1,183 @@
+"""Known upstream faults of the frameworks' builtins, as data: each cell of the parity matrix listed here must
+fail its tolerance, and the test suite marks it xfail(strict=True), so a framework fix shows up as XPASS.
+
+Measured on CPU with torch 2.13.0, jax 0.10.2 and tensorflow 2.21.0 (constraints.txt) by `gelulab parity`; each
+entry is one mechanism (reason, upstream link) applied to the cells where it shows: backend x activation x
+derivative orders x regions x dtypes x modes. When a framework is upgraded, rerun `gelulab parity`: cells that
+pass now are reported XPASS by the tests and their entries are deleted here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownFault:
+    """An upstream fault: the cells it matches must fail (xfail strict). None matches anything.
+    reason: one line; link: the upstream issue or PR (or, where none exists, the closest one and a note)."""
+
+    reason: str
+    link: str
+    backend: str | None = None
+    impl: str | None = "builtin"
+    keys: tuple[str, ...] | None = None
+    orders: tuple[int, ...] | None = None
+    regions: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = ("cpu",)
+
+    def matches(self, group, region: str) -> bool:
+        """True when this fault covers `group` (a core.parity.Group) on `region`."""
+        if self.backend is not None and group.backend != self.backend:
+            return False
+        if self.impl is not None and group.impl != self.impl:
+            return False
+        for want, have in ((self.keys, group.key), (self.orders, group.order), (self.regions, region),
+                           (self.dtypes, group.dtype), (self.modes, group.mode), (self.devices, group.device)):
+            if want is not None and have not in want:
+                return False
+        return True
+
+
+# Mechanisms: (reason, link)
+ERF_CANCEL = (
+    "torch's exact GELU computes 0.5*x*(1+erf(x/sqrt2)): 1+erf cancels in the negative tail (17% low at x=-5, 0 from x~-6 in float32), also in its backward",
+    'https://github.com/pytorch/pytorch/issues/187806 (fix: https://github.com/pytorch/pytorch/pull/189234, open)',
+)
+INF_GRAD = (
+    "the builtin's derivative is NaN at +-inf (inf * 0 in the backward formula); the limits are 1 and 0",
+    'no upstream report found (2026-11)',
+)
+INF_VALUE = (
+    'the builtin returns NaN at -inf (-inf * 0); the limit is -0',
+    "no upstream report found (2026-11) for jax/tf; torch's twin: https://github.com/pytorch/pytorch/pull/192318",
+)
+INF_VALUE_torch = (
+    "torch's GELU returns NaN at -inf (-inf*0; the limit is -0), and its exact form also NaN at +inf",
+    'https://github.com/pytorch/pytorch/issues/185770 (fix: https://github.com/pytorch/pytorch/pull/192318, open)',
+)
+INPUT_DTYPE_ERFC = (
+    "jax.nn.gelu/tf.nn.gelu round the erfc argument -x/sqrt2 to the input dtype (error amplified ~x^2 times in the tail) and XLA flushes erfc's subnormal result to zero below x~-13 (f32/bf16) although x*Phi(x) is still normal",
+    'https://github.com/jax-ml/jax/issues/16200 (flush-to-zero, working as intended); no report of the argument rounding found',
+)
+NUMPY_REF = (
+    "numpy's builtin is PyTorch OpInfo's reference (x*norm.cdf(x); 0.5*x*(1+tanh(u))): 1+tanh cancels below x~-7, ndtr loses precision once subnormal (x<-31 in float64), and -inf*0 gives NaN",
+    'https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py (reference_gelu)',
+)
+OVERFLOW_GRAD = (
+    "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0",
+    'no torch/jax/tf report found (2026-11); same fault: https://github.com/facebookresearch/fairseq/issues/2235',
+)
+OVERFLOW_VALUE = (
+    "torch's exact GELU overflows to inf at the dtype's maximum (FLT_MAX -> inf) although GELU(x) = x there",
+    'no pytorch report found (2026-11); same fault: https://github.com/PaddlePaddle/Paddle/issues/79461',
+)
+SIGMOID_ONELINER = (
+    'no framework ships the sigmoid form: the builtin is the one-liner x*sigmoid(1.702*x) in the input dtype, whose sigmoid underflows/flushes in the tail before the product does, whose 1.702*x is rounded to the input dtype, and whose autodiff sigmoid*(1-sigmoid) cancels for large x',
+    'https://github.com/huggingface/transformers/blob/main/src/transformers/activations.py (QuickGELUActivation, the usual source of the one-liner)',
+)
+SUBNORMAL_INTERMEDIATE = (
+    'in float64 erfc (or sigmoid) is already subnormal, and flushed by XLA, where x*Phi(x) is still a normal number (x ~ -32 .. -38, or -417 for the sigmoid form)',
+    'https://github.com/jax-ml/jax/issues/16200 (flush-to-zero); no GELU report',
+)
+TANH_CANCEL = (
+    'the builtin tanh form computes 0.5*x*(1+tanh(u)): 1+tanh cancels for x below about -3 (bf16), -5 (f32), -7 (f64), giving 0 or 100% error where x*sigmoid(2u) is tiny; its derivatives likewise',
+    'no torch/jax/tf report found (2026-11); same fault: https://github.com/tenstorrent/tt-metal/issues/56517',
+)
+TF_F64_CONST = (
+    'tf.nn.gelu casts its Python-float constants (sqrt 2, 0.044715) through float32, so float64 results are only ~1e-7..1e-6 relative accurate',
+    'https://github.com/tensorflow/tensorflow/issues/57779 (tf.cast of a Python float goes through float32; closed, fix rolled back)',
+)
+
+
+def _f(mechanism, backend, keys, orders, regions, dtypes, modes) -> KnownFault:
+    reason, link = mechanism
+    return KnownFault(reason, link, backend=backend, keys=keys, orders=orders, regions=regions, dtypes=dtypes,
+                      modes=modes)
+
+
+KNOWN_FAULTS: tuple[KnownFault, ...] = (
+    _f(ERF_CANCEL, "torch", ("gelu_none",), (0,), ('cases', 'grid', 'large', 'negative_tail'), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(ERF_CANCEL, "torch", ("gelu_none",), (1,), ('large', 'negative_tail'), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(ERF_CANCEL, "torch", ("gelu_none",), (2,), ('large',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(ERF_CANCEL, "torch", ("gelu_none",), (2,), ('negative_tail',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "jax", ("gelu_none",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "jax", ("gelu_tanh",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "tensorflow", ("gelu_none",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "tensorflow", ("gelu_tanh",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "torch", ("gelu_none",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_GRAD, "torch", ("gelu_tanh",), (1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE, "jax", ("gelu_none",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE, "jax", ("gelu_tanh",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE, "tensorflow", ("gelu_none",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE, "tensorflow", ("gelu_tanh",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE_torch, "torch", ("gelu_none",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INF_VALUE_torch, "torch", ("gelu_tanh",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INPUT_DTYPE_ERFC, "jax", ("gelu_none",), (0, 1, 2), ('negative_tail',), ('float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INPUT_DTYPE_ERFC, "jax", ("gelu_none",), (0,), ('grid',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INPUT_DTYPE_ERFC, "jax", ("gelu_none",), (0,), ('cases', 'large'), ('bfloat16',), ('eager',)),
+    _f(INPUT_DTYPE_ERFC, "tensorflow", ("gelu_none",), (0, 1, 2), ('negative_tail',), ('float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INPUT_DTYPE_ERFC, "tensorflow", ("gelu_none",), (0,), ('grid',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(INPUT_DTYPE_ERFC, "tensorflow", ("gelu_none",), (0,), ('cases', 'large'), ('bfloat16',), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_none",), (0,), ('negative_tail',), ('float64',), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_none",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_sigmoid",), (0, 1, 2), ('negative_tail',), ('float64',), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_sigmoid",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_tanh",), (0,), ('cases', 'grid', 'large', 'negative_tail'), ('float64', 'float32', 'bfloat16'), ('eager',)),
+    _f(NUMPY_REF, "numpy", ("gelu_tanh",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(OVERFLOW_GRAD, "jax", ("gelu_none",), (2,), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "jax", ("gelu_tanh",), (1, 2), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "jax", ("gelu_tanh",), (1, 2), ('cases', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "tensorflow", ("gelu_none",), (2,), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "tensorflow", ("gelu_tanh",), (1, 2), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "tensorflow", ("gelu_tanh",), (1, 2), ('cases', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "torch", ("gelu_none",), (2,), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "torch", ("gelu_none",), (2,), ('cases', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "torch", ("gelu_tanh",), (1,), ('near_max',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "torch", ("gelu_tanh",), (2,), ('near_max',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(OVERFLOW_GRAD, "torch", ("gelu_tanh",), (2,), ('cases', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(OVERFLOW_VALUE, "torch", ("gelu_none",), (0,), ('near_max',), ('float32', 'bfloat16'), ('eager',)),
+    _f(SIGMOID_ONELINER, "jax", ("gelu_sigmoid",), (0, 1), ('negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "jax", ("gelu_sigmoid",), (2,), ('grid', 'large', 'near_max', 'negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "jax", ("gelu_sigmoid",), (0,), ('cases', 'grid', 'large'), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "jax", ("gelu_sigmoid",), (1,), ('large',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (0, 1), ('negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (2,), ('grid',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (2,), ('grid',), ('float64', 'float32', 'float16'), ('compiled',)),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (2,), ('large', 'near_max', 'negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (0,), ('cases', 'grid', 'large'), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "tensorflow", ("gelu_sigmoid",), (1,), ('large',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (0,), ('negative_tail',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (0,), ('negative_tail',), ('float64', 'float32', 'bfloat16'), ('compiled',)),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (1,), ('negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (2,), ('grid',), ('float64', 'float32', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (2,), ('large', 'near_max', 'negative_tail', 'specials'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (0,), ('cases', 'grid', 'large'), ('bfloat16', 'float16'), ('eager',)),
+    _f(SIGMOID_ONELINER, "torch", ("gelu_sigmoid",), (1,), ('large',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SUBNORMAL_INTERMEDIATE, "jax", ("gelu_none",), (0, 2), ('negative_tail',), ('float64',), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "jax", ("gelu_tanh",), (0,), ('cases', 'grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "jax", ("gelu_tanh",), (0, 1, 2), ('large',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "jax", ("gelu_tanh",), (1, 2), ('grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "jax", ("gelu_tanh",), (1, 2), ('cases',), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "tensorflow", ("gelu_tanh",), (0,), ('cases', 'grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "tensorflow", ("gelu_tanh",), (0, 1, 2), ('large',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "tensorflow", ("gelu_tanh",), (1, 2), ('grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "tensorflow", ("gelu_tanh",), (1, 2), ('cases',), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (0,), ('cases', 'grid', 'large', 'negative_tail'), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (1,), ('cases', 'grid'), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (1, 2), ('negative_tail',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (1, 2), ('large',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (2,), ('grid',), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (2,), ('cases',), ('float32',), ('eager', 'compiled')),
+    _f(TF_F64_CONST, "tensorflow", ("gelu_none",), (0, 1, 2), ('cases', 'grid', 'large', 'negative_tail', 'tiny'), ('float64',), ('eager', 'compiled')),
+)
+
+
+def known_fault(group, region: str) -> KnownFault | None:
+    """The first KnownFault matching (group, region), or None."""
+    for f in KNOWN_FAULTS:
+        if f.matches(group, region):
+            return f
+    return None

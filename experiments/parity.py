@@ -1,0 +1,293 @@
+"""`gelulab parity`: the parity matrix as a report (Markdown, JSON, plots, special-value behaviour matrix).
+
+Every cell (backend x impl x activation x dtype x mode x derivative order x region) is compared with the
+correctly rounded mpmath reference (core.parity); cells beyond tolerance are flagged, with the upstream link when
+the fault is known (core.tolerances.KNOWN_FAULTS). Eager is no oracle: every mode is compared with the reference.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from backends import get_backend, selected_backends
+from core import config
+from core.activations import ACTIVATIONS, IMPLS
+from core.dtypes import DTYPES
+from core.interface import ORDERS
+from core.known_faults import KNOWN_FAULTS
+from core.parity import check, evaluate, groups
+from core.reference import reference, reference_float
+from core.regions import ISSUE_TAIL_POINT, REGIONS
+from core.report import environment, fmt, markdown_table, write_json
+from core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+
+SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
+
+
+def _csv(value, allowed, name):
+    if value is None:
+        return tuple(allowed)
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    for v in items:
+        if v not in [str(a) for a in allowed]:
+            raise ValueError(f"--{name} {v!r} is not valid; expected one or more of {list(allowed)}")
+    return items
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Filters (comma-separated lists) and the output folder."""
+    parser.add_argument("--backend", help="backends (default: GELULAB_BACKEND, else all installed)")
+    parser.add_argument("--dtype", help=f"dtypes, of {list(DTYPES)}")
+    parser.add_argument("--mode", help="modes, of ['eager', 'compiled']")
+    parser.add_argument("--device", help="cpu, gpu or tpu (default: GELULAB_DEVICE or cpu)")
+    parser.add_argument("--activation", help=f"catalogue keys, of {list(ACTIVATIONS)}")
+    parser.add_argument("--impl", help="formula, builtin")
+    parser.add_argument("--order", help="derivative orders, of 0,1,2")
+    parser.add_argument("--out", default="results/parity", help="output folder (default results/parity)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS,
+            progress: bool = True):
+    """Evaluate and judge every cell. Returns a list of dicts (one per cell, JSON-ready) and the raw results
+    {group: {region: CellResult}} for plots. A framework exception is recorded in its cells, never raised."""
+    gs = groups(backends, impls, keys, dtypes, modes, orders)
+    by_name = {b.name: b for b in backends}
+    rows, raw = [], {}
+    for g in tqdm(gs, desc="parity", unit="group", disable=not progress):
+        res = evaluate(by_name[g.backend], g)
+        raw[g] = res
+        for region, r in res.items():
+            v = check(r)
+            e = r.error
+            rows.append({
+                "backend": g.backend, "impl": g.impl, "activation": g.key, "dtype": g.dtype, "mode": g.mode,
+                "order": g.order, "device": g.device, "region": region, "n": int(r.x.size),
+                "max_ulp": None if e is None else e.max_ulp, "max_abs": None if e is None else e.max_abs,
+                "max_rel": None if e is None else e.max_rel, "x_at_max_ulp": None if e is None else e.x_at_max_ulp,
+                "x_at_max_rel": None if e is None else e.x_at_max_rel,
+                "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
+                "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link},
+                "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
+            })
+    return rows, raw
+
+
+def summary_table(rows) -> str:
+    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions),
+    for the value and the first derivative, with the count of cells beyond tolerance (known faults in brackets)."""
+    agg: dict = {}
+    for r in rows:
+        a = agg.setdefault((r["backend"], r["impl"], r["activation"], r["dtype"]), {"u0": 0.0, "r0": 0.0, "u1": 0.0, "r1": 0.0, "bad": 0, "known": 0})
+        if r["mode"] == "eager" and r["order"] in (0, 1) and r["max_ulp"] is not None:
+            finite = r["region"] != "specials"
+            if finite:
+                a[f"u{r['order']}"] = max(a[f"u{r['order']}"], r["max_ulp"])
+                a[f"r{r['order']}"] = max(a[f"r{r['order']}"], r["max_rel"])
+        if not r["passed"]:
+            a["known" if r["known_fault"] else "bad"] += 1
+    out = []
+    for (b, impl, key, dt), a in agg.items():
+        out.append([b, impl, ACTIVATIONS[key].label, dt, a["u0"], a["r0"], a["u1"], a["r1"],
+                    f"{a['bad']} ({a['known']})"])
+    return markdown_table(
+        ["backend", "impl", "activation", "dtype", "max ULP f", "max rel f", "max ULP f'", "max rel f'",
+         "cells flagged (known)"], out)
+
+
+def flagged_table(rows) -> str:
+    """Markdown: every cell beyond tolerance, with its known-fault link or 'NEW'."""
+    out = []
+    for r in rows:
+        if r["passed"]:
+            continue
+        link = r["known_fault"]["link"] if r["known_fault"] else ("EXCEPTION" if r["exception"] else "NEW")
+        out.append([r["backend"], r["impl"], ACTIVATIONS[r["activation"]].label, r["dtype"], r["mode"],
+                    f"d{r['order']}", r["region"], r["n_bad"], r["worst_x"], r["max_ulp"], r["max_rel"], link])
+    if not out:
+        return "No cell beyond tolerance.\n"
+    return markdown_table(["backend", "impl", "activation", "dtype", "mode", "order", "region", "bad inputs",
+                           "worst x", "max ULP", "max rel", "known fault"], out)
+
+
+def _special_inputs(dtype):
+    top = float(DTYPES[dtype].finfo.max)
+    return [top if v == "max" else -top if v == "-max" else v for v in SPECIAL_INPUTS.values()]
+
+
+def behaviour_matrix(backends, dtypes=("float32", "float16", "bfloat16")) -> tuple[str, list]:
+    """Special-value behaviour of every builtin beside gelulab's formula (eager, order 0): the output at
+    +-0, +-inf, nan and +-max per backend x impl x activation x dtype, marked where it differs from the limit
+    (the mpmath reference row). Returns (Markdown, JSON rows)."""
+    md, js = [], []
+    for dtype in dtypes:
+        x = np.array(_special_inputs(dtype), dtype=np.float64).astype(DTYPES[dtype].np_dtype)
+        rows = []
+        for key in ACTIVATIONS:
+            ref = reference(key, x, dtype).astype(np.float64)
+            rows.append(["mpmath", "reference", ACTIVATIONS[key].label] + [_show(v) for v in ref])
+            for b in backends:
+                for impl in IMPLS:
+                    try:
+                        y = b.to_numpy(b.function(key, impl)(b.asarray(x))).astype(np.float64)
+                        cells = [_show(yi) + ("" if _same(yi, ri, key) else " ✗") for yi, ri in zip(y, ref)]
+                    except Exception as e:  # noqa: BLE001 - shown in the matrix
+                        cells = [f"error: {type(e).__name__}"] * len(x)
+                    rows.append([b.name, impl, ACTIVATIONS[key].label] + cells)
+                    js.append({"dtype": dtype, "backend": b.name, "impl": impl, "activation": key,
+                               "outputs": dict(zip(SPECIAL_INPUTS, cells))})
+        md.append(f"\n**{dtype}** (✗: differs from the mathematical limit, sign of zero included)\n\n")
+        md.append(markdown_table(["backend", "impl", "activation"] + list(SPECIAL_INPUTS), rows))
+    return "".join(md), js
+
+
+def _same(y: float, r: float, key: str) -> bool:
+    if np.isnan(y) or np.isnan(r):
+        return bool(np.isnan(y) and np.isnan(r))
+    return bool(y == r and (key == "relu" or np.signbit(y) == np.signbit(r)))
+
+
+def _show(v: float) -> str:
+    if np.isnan(v):
+        return "nan"
+    if v == 0:
+        return "-0" if np.signbit(v) else "+0"
+    if np.isinf(v):
+        return "+inf" if v > 0 else "-inf"
+    return fmt(float(v), 4)
+
+
+def tail_point_table(raw) -> str:
+    """Issue 3's case: x = -5.533906936645508 repeated 64 times (float32); every backend, impl and mode's value."""
+    rows = []
+    for g, res in raw.items():
+        if g.dtype != "float32" or g.order != 0 or g.key != "gelu_none":
+            continue
+        r = res["cases"]
+        mask = r.x.astype(np.float64) == np.float32(ISSUE_TAIL_POINT)
+        vals = np.unique(r.actual[mask]) if r.actual is not None else []
+        rows.append([g.backend, g.impl, g.mode, ", ".join(fmt(float(v), 4) for v in vals)])
+    true = reference_float("gelu_none", float(np.float32(ISSUE_TAIL_POINT)))
+    return (f"x = {ISSUE_TAIL_POINT!r} (float32) repeated 64 times; true value {fmt(true, 4)}\n\n"
+            + markdown_table(["backend", "impl", "mode", "returned"], rows))
+
+
+def plot_errors(raw, out: Path, order: int) -> Path:
+    """PNG: ULP error (+1, log scale) against x over the grid and negative tail, one panel per GELU form x dtype,
+    one line per backend and impl (eager)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in ACTIVATIONS if k != "relu"]
+    dts = list(DTYPES)
+    fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False,
+                             sharex=True)
+    colors = {"numpy": "tab:gray", "jax": "tab:blue", "torch": "tab:red", "tensorflow": "tab:orange"}
+    for (g, res) in raw.items():
+        if g.order != order or g.mode != "eager" or g.key not in keys:
+            continue
+        ax = axes[keys.index(g.key)][dts.index(g.dtype)]
+        xs, us = [], []
+        for region in ("negative_tail", "grid"):
+            r = res[region]
+            if r.actual is None:
+                continue
+            xs.append(r.x.astype(np.float64))
+            us.append(r.ulp())
+        if not xs:
+            continue
+        x, u = np.concatenate(xs), np.concatenate(us)
+        sel = (x >= -30) & (x <= 10)
+        idx = np.argsort(x[sel])
+        ax.plot(x[sel][idx], np.minimum(u[sel][idx], 1e12) + 1, lw=0.9, color=colors.get(g.backend, "k"),
+                ls="-" if g.impl == "builtin" else "--", label=f"{g.backend} {g.impl}", alpha=0.85)
+    for i, k in enumerate(keys):
+        for j, d in enumerate(dts):
+            ax = axes[i][j]
+            ax.set_yscale("log")
+            ax.set_title(f"{ACTIVATIONS[k].label} {'value' if order == 0 else 'derivative'}, {d}", fontsize=9)
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel("ULP error + 1")
+            if i == len(keys) - 1:
+                ax.set_xlabel("x")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    path = out / f"errors_order{order}.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None,
+               orders=ORDERS, plots: bool = True, progress: bool = True) -> dict:
+    """Run the matrix and write report.md, parity.json and the plots into `out`. Returns the JSON dict
+    (with 'summary_md', the compact table `gelulab run` includes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    rows, raw = collect(backends, impls, keys, dtypes, modes, orders, progress)
+    elapsed = time.perf_counter() - t0
+    behaviour_md, behaviour_js = behaviour_matrix(backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes])
+    summary = summary_table(rows)
+    flagged = flagged_table(rows)
+    n_flag = sum(not r["passed"] for r in rows)
+    n_known = sum((not r["passed"]) and r["known_fault"] is not None for r in rows)
+    links = sorted({r["known_fault"]["link"] for r in rows if r["known_fault"] and not r["passed"]})
+    env = environment(backends)
+    md = [
+        "# gelulab parity report\n\n",
+        (f"{len(rows)} cells (backend x impl x activation x dtype x mode x order x region), {n_flag} beyond "
+        f"tolerance, {n_known} of them known upstream faults; {elapsed:.0f} s on {env['cpu']} "
+        f"({env['threads']} thread(s)).\n\n"),
+        "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
+        "own formula). ULP = units in the last place of the target dtype. Regions: "
+        + ", ".join(REGIONS) + ".\n\n## Summary (eager, finite inputs)\n\n", summary,
+        "\n## Cells beyond tolerance\n\n", flagged,
+        "\nKnown-fault links: " + (", ".join(links) if links else "none") + "\n",
+        "\n## Special-value behaviour (eager, value)\n", behaviour_md,
+        "\n## The vector-fill case\n\n", tail_point_table(raw),
+        "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
+                                                        for o in OVERRIDES),
+        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items()),
+        f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",
+    ]
+    if plots:
+        paths = [plot_errors(raw, out, o) for o in orders if o in (0, 1)]
+        md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
+    text = "".join(md)
+    (out / "report.md").write_text(text)
+    data = {
+        "environment": env, "elapsed_s": elapsed, "cells": rows, "behaviour": behaviour_js,
+        "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
+        "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
+        "overrides": [vars(o) for o in OVERRIDES], "known_faults": [vars(f) for f in KNOWN_FAULTS],
+        "n_flagged": n_flag, "n_known": n_known, "summary_md": summary,
+    }
+    write_json(out / "parity.json", data)
+    return data
+
+
+def run(args) -> int:
+    """Entry point of `gelulab parity`. Returns 0 (flagged cells are findings, not failures of the command)."""
+    names = list(_csv(args.backend, config.BACKEND_NAMES, "backend")) if args.backend else selected_backends()
+    device = args.device or config.device()
+    if device not in config.DEVICES:
+        raise ValueError(f"--device {device!r}; expected one of {list(config.DEVICES)}")
+    backends = [get_backend(n, device) for n in names]
+    modes = _csv(args.mode, ("eager", "compiled"), "mode") if args.mode else None
+    data = run_parity(
+        backends, Path(args.out), impls=_csv(args.impl, IMPLS, "impl"),
+        keys=_csv(args.activation, tuple(ACTIVATIONS), "activation"), dtypes=_csv(args.dtype, tuple(DTYPES), "dtype"),
+        modes=modes, orders=tuple(int(o) for o in _csv(args.order, ORDERS, "order")), plots=not args.no_plots,
+    )
+    print(data["summary_md"])
+    print(f"{len(data['cells'])} cells, {data['n_flagged']} beyond tolerance ({data['n_known']} known faults); "
+          f"report: {Path(args.out) / 'report.md'}")
+    return 0

@@ -1,0 +1,46 @@
+"""The article's facts, per backend, implementation and mode (DEVELOPERS.md "Known facts"; Hendrycks & Gimpel 2016):
+GELU(-1) = -0.159, GELU(2) = 1.954, Phi(1) = 0.8413, ReLU(-1) = 0, ReLU(2) = 2, GELU's minimum -0.1700 at
+x = -0.7518 (so GELU is not monotonic), GELU'(0) = 1/2, ReLU'(0) = 0."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+IMPLS = ["formula", "builtin"]
+
+
+def _run(backend, key, x, impl, order=0, mode="eager"):
+    return backend.to_numpy(backend.function(key, impl, order, mode)(backend.asarray(np.asarray(x, np.float64))))
+
+
+def _modes(backend):
+    return backend.modes
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_values(backend, impl):
+    for mode in _modes(backend):
+        g = _run(backend, "gelu_none", [-1.0, 2.0, 1.0], impl, mode=mode)
+        assert g[0] == pytest.approx(-0.159, abs=5e-4)
+        assert g[1] == pytest.approx(1.954, abs=5e-4)
+        assert g[2] == pytest.approx(0.8413, abs=5e-5)  # GELU(1) = 1 * Phi(1)
+        r = _run(backend, "relu", [-1.0, 2.0], impl, mode=mode)
+        assert r.tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_minimum_and_non_monotonic(backend, impl):
+    xs = np.linspace(-1.5, 0.0, 150001)
+    g = _run(backend, "gelu_none", xs, impl)
+    i = int(np.argmin(g))
+    assert xs[i] == pytest.approx(-0.7518, abs=1e-4)
+    assert g[i] == pytest.approx(-0.1700, abs=5e-5)
+    assert _run(backend, "gelu_none", [-3.0], impl)[0] > g[i]  # falls, then rises: not monotonic
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_derivatives_at_zero(backend, impl):
+    for mode in _modes(backend):
+        assert _run(backend, "gelu_none", [0.0], impl, order=1, mode=mode)[0] == 0.5
+        assert _run(backend, "relu", [0.0], impl, order=1, mode=mode)[0] == 0.0
+        assert _run(backend, "relu", [2.0], impl, order=1, mode=mode)[0] == 1.0

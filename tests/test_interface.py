@@ -1,0 +1,96 @@
+"""The interface contract: explicit modes, clear errors, dtype-preserving conversions, backend selection."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from backends import BackendUnavailable, get_backend
+from core import config
+from core.activations import ACTIVATIONS, check_mode
+from core.dtypes import DTYPES
+
+
+@pytest.mark.parametrize("bad", [True, False, None, "exact", "erf", "", 1])
+def test_gelu_mode_must_be_an_explicit_string(bad, backend):
+    with pytest.raises(ValueError, match="expected one of \\['none', 'tanh', 'sigmoid'\\]"):
+        backend.gelu(backend.asarray(np.zeros(3)), approximate=bad)
+    with pytest.raises(ValueError, match="not a GELU mode"):
+        check_mode(bad)
+
+
+def test_unknown_impl_order_mode_key(backend):
+    x = backend.asarray(np.zeros(3))
+    with pytest.raises(ValueError, match="impl='fast'"):
+        backend.gelu(x, impl="fast")
+    with pytest.raises(ValueError, match="order=3"):
+        backend.function("gelu_none", order=3)
+    with pytest.raises(ValueError, match="mode='graph'"):
+        backend.function("gelu_none", mode="graph")
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        backend.function("swish")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_conversion_round_trip_keeps_dtype_and_values(dtype, backend):
+    a = np.array([-2.5, -0.0, 0.0, 1.0, 3.0], dtype=DTYPES[dtype].np_dtype)
+    x = backend.asarray(a)
+    back = backend.to_numpy(x)
+    assert back.dtype == a.dtype
+    assert np.array_equal(back.astype(np.float64), a.astype(np.float64))
+    for key in ACTIVATIONS:
+        for impl in ("formula", "builtin"):
+            y = backend.to_numpy(backend.function(key, impl)(x))
+            assert y.dtype == a.dtype and y.shape == a.shape, (key, impl, y.dtype)
+
+
+def test_gelu_is_deterministic(backend):
+    x = backend.asarray(np.linspace(-8, 8, 10001).astype(np.float32))
+    for impl in ("formula", "builtin"):
+        a = backend.to_numpy(backend.gelu(x, "none", impl))
+        b = backend.to_numpy(backend.gelu(x, "none", impl))
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_backend_list_parsing():
+    assert config.parse_backend_list(" torch, jax ,torch") == ["torch", "jax"]
+    assert config.parse_backend_list("") is None
+    with pytest.raises(ValueError, match="valid backends: \\['numpy', 'jax', 'torch', 'tensorflow'\\]"):
+        config.parse_backend_list("torch,nosuch")
+    with pytest.raises(ValueError, match="unknown backend 'mxnet'"):
+        get_backend("mxnet")
+
+
+def test_missing_framework_names_install_command(monkeypatch):
+    import backends
+
+    monkeypatch.setattr(backends, "installed_backends", lambda: ["numpy"])
+    monkeypatch.setenv("GELULAB_BACKEND", "numpy,torch")
+    with pytest.raises(BackendUnavailable, match="pip install -c constraints.txt -e '.\\[torch\\]'"):
+        backends.selected_backends()
+
+
+def test_unknown_backend_stops_pytest_at_once():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "tests/test_metrics.py"],
+        env={**os.environ, "GELULAB_BACKEND": "nosuch"}, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode != 0
+    assert "valid backends" in proc.stdout + proc.stderr
+
+
+def test_bad_environment_values(monkeypatch):
+    monkeypatch.setenv("GELULAB_THREADS", "0")
+    with pytest.raises(ValueError, match="GELULAB_THREADS='0'"):
+        config.threads()
+    monkeypatch.setenv("GELULAB_DEVICE", "quantum")
+    with pytest.raises(ValueError, match="GELULAB_DEVICE='quantum'"):
+        config.device()
+
+
+def test_bfloat16_is_ml_dtypes():
+    assert DTYPES["bfloat16"].np_dtype == np.dtype(ml_dtypes.bfloat16)

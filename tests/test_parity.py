@@ -1,0 +1,46 @@
+"""The parity suite: every selected backend x impl x activation x dtype x mode x derivative order x region against
+the correctly rounded mpmath reference, under the tolerance table of core.tolerances.
+
+Cells that match a known upstream fault are xfail(strict=True): the suite says so when the framework is fixed.
+Nothing here names a backend or an activation: adding one to the catalogue or to backends/ extends this file.
+Compiled modes are marked `slow` (CI runs them).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+from conftest import SELECTED
+
+from backends import get_backend
+from core.known_faults import known_fault
+from core.parity import Group, check, evaluate, groups
+from core.regions import REGIONS
+
+
+def _params():
+    out = []
+    for g in groups([get_backend(n) for n in SELECTED]):
+        for r in REGIONS:
+            marks = [pytest.mark.slow] if g.mode != "eager" else []
+            fault = known_fault(g, r)
+            if fault is not None:
+                marks.append(pytest.mark.xfail(strict=True, reason=f"{fault.reason} ({fault.link})"))
+            out.append(pytest.param(g, r, id=f"{g.id}-{r}", marks=marks))
+    return out
+
+
+@lru_cache(maxsize=8)
+def _evaluated(group: Group):
+    return evaluate(get_backend(group.backend, group.device), group)
+
+
+@pytest.mark.parametrize("group,region", _params())
+def test_parity(group, region):
+    result = _evaluated(group)[region]
+    assert result.exception is None, result.exception
+    verdict = check(result)
+    assert verdict.passed, (
+        f"{verdict.n_bad} of {result.x.size} inputs beyond tolerance {verdict.tol}; worst at x={verdict.worst_x!r}; "
+        f"max ULP {result.error.max_ulp:g} at x={result.error.x_at_max_ulp!r}, max rel {result.error.max_rel:.3g}"
+    )

@@ -1,0 +1,96 @@
+"""The mpmath reference against independent sources: values quoted in the issues (computed with mpmath by the
+issue's author), scipy in float64 where it is accurate, mpmath's numerical differentiation, and ml_dtypes rounding."""
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import scipy.special
+
+from core.dtypes import get_dtype
+from core.reference import MP_FUNCTIONS, reference, reference_float, reference_mp, round_to_dtype
+
+
+@pytest.mark.parametrize(
+    "key,order,x,value",
+    [  # issue 3, "Cases the suite must get right" (float32)
+        ("gelu_none", 0, -5.0, -1.433257859e-6),
+        ("gelu_none", 0, -5.5, -1.044425936e-7),
+        ("gelu_none", 0, -6.0, -5.91952587e-9),
+        ("gelu_none", 0, -8.0, -4.976768459e-15),
+        ("gelu_none", 0, -10.0, -7.619853024e-23),
+        ("gelu_none", 1, -5.0, -7.146946e-6),
+        ("gelu_none", 1, -6.0, -3.546871e-8),
+        ("gelu_none", 1, -7.0, -6.266323e-11),
+        ("gelu_tanh", 0, -5.0, -2.291796e-7),
+        ("gelu_tanh", 0, -6.0, -8.439647e-11),
+        ("gelu_tanh", 0, -8.0, -3.107783e-21),
+        ("gelu_tanh", 1, -5.0, -1.546362e-6),
+    ],
+)
+def test_issue_values(key, order, x, value):
+    got = float(reference(key, np.array([x], np.float32), "float32", order)[0])
+    assert got == pytest.approx(value, rel=1e-6)  # the issue quotes 7 to 10 significant digits
+
+
+def test_article_facts():
+    # GELU(-1) = -0.159, GELU(2) = 1.954, Phi(1) = 0.8413 (the article; Hendrycks & Gimpel 2016)
+    assert reference_float("gelu_none", -1.0) == pytest.approx(-0.159, abs=5e-4)
+    assert reference_float("gelu_none", 2.0) == pytest.approx(1.954, abs=5e-4)
+    assert reference_float("gelu_none", 1.0) == pytest.approx(0.8413, abs=5e-5)
+    assert reference_float("relu", -1.0) == 0.0 and reference_float("relu", 2.0) == 2.0
+
+
+@pytest.mark.parametrize("x", np.linspace(-3, 3, 13))
+def test_exact_gelu_matches_scipy_ndtr(x):
+    # x * ndtr(x) in float64 is accurate for |x| <= 3 (PyTorch OpInfo's reference_gelu)
+    assert reference_float("gelu_none", x) == pytest.approx(x * scipy.special.ndtr(x), rel=1e-14, abs=1e-300)
+
+
+@pytest.mark.parametrize("key", ["gelu_none", "gelu_tanh", "gelu_sigmoid"])
+@pytest.mark.parametrize("x", [-7.5, -2.0, -0.75, 0.3, 1.41, 4.0])
+def test_closed_form_derivatives_match_numerical_differentiation(key, x):
+    with mpmath.workprec(200):
+        f = lambda t: MP_FUNCTIONS[key](t, 0)
+        d1 = mpmath.diff(f, mpmath.mpf(x), 1)
+        d2 = mpmath.diff(f, mpmath.mpf(x), 2)
+        assert abs(reference_mp(key, 1, x) - d1) <= mpmath.mpf(10) ** -30 * max(1, abs(d1))
+        assert abs(reference_mp(key, 2, x) - d2) <= mpmath.mpf(10) ** -25 * max(1, abs(d2))
+
+
+def test_minimum_of_gelu():
+    # GELU's minimum is about -0.1700 at x about -0.7518 (so GELU is not monotonic)
+    with mpmath.workprec(100):
+        xmin = mpmath.findroot(lambda t: _mp_d1(t), -0.75)
+        assert float(xmin) == pytest.approx(-0.7518, abs=5e-5)
+        assert reference_float("gelu_none", float(xmin)) == pytest.approx(-0.1700, abs=5e-5)
+    assert reference_float("gelu_none", -3.0) > reference_float("gelu_none", -0.75)
+
+
+def _mp_d1(t):
+    return MP_FUNCTIONS["gelu_none"](t, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_rounding_agrees_with_ml_dtypes_cast_of_float64(dtype):
+    # away from ties, round-to-nearest from an mpf equals ml_dtypes' rounding of the float64 value
+    rng = np.random.default_rng(0)
+    vals = rng.standard_normal(200) * 10.0 ** rng.integers(-6, 4, 200)
+    dt = get_dtype(dtype).np_dtype
+    for v in vals:
+        assert round_to_dtype(mpmath.mpf(float(v)), dtype) == np.array(v).astype(dt)
+
+
+def test_signed_zero_and_limits():
+    out = reference("gelu_none", np.array([0.0, -0.0, np.inf, -np.inf, np.nan]), "float32")
+    assert [math.copysign(1, v) for v in out[:2].astype(float)] == [1.0, -1.0]
+    assert out[2] == np.inf and out[3] == 0 and np.signbit(out[3]) and np.isnan(out[4])
+
+
+def test_unknown_key_and_order_raise():
+    with pytest.raises(ValueError, match="unknown activation"):
+        reference_mp("gelu_erf", 0, 1.0)
+    with pytest.raises(ValueError, match="order"):
+        reference_mp("gelu_none", 3, 1.0)
