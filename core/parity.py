@@ -75,6 +75,23 @@ class CellResult:
     def rel(self) -> np.ndarray:
         return rel_error(self.actual, self.expected)
 
+    def normal_range(self) -> np.ndarray:
+        """Mask of finite inputs that are 0 or normal whose correctly rounded result is 0 or normal: where ULP and
+        relative errors mean what they say (subnormals have fewer significant bits, and FTZ platforms flush them)."""
+        normal = float(DTYPES[self.cell.group.dtype].finfo.smallest_normal)
+        x = np.abs(self.x.astype(np.float64))
+        e = np.abs(self.expected.astype(np.float64))
+        return np.isfinite(x) & ((x == 0) | (x >= normal)) & ((e == 0) | (e >= normal))
+
+    def normal_range_summary(self) -> dict:
+        """{'max_ulp', 'max_rel'} over normal_range() (0 when empty or when the call raised)."""
+        if self.actual is None:
+            return {"max_ulp": None, "max_rel": None}
+        m = self.normal_range()
+        if not m.any():
+            return {"max_ulp": 0.0, "max_rel": 0.0}
+        return {"max_ulp": float(self.ulp()[m].max()), "max_rel": float(self.rel()[m].max())}
+
 
 def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS):
     """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).

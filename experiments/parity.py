@@ -70,6 +70,7 @@ def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES)
                 "max_ulp": None if e is None else e.max_ulp, "max_abs": None if e is None else e.max_abs,
                 "max_rel": None if e is None else e.max_rel, "x_at_max_ulp": None if e is None else e.x_at_max_ulp,
                 "x_at_max_rel": None if e is None else e.x_at_max_rel,
+                **{f"{k}_normal": v for k, v in r.normal_range_summary().items()},
                 "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
                 "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link},
                 "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
@@ -78,16 +79,15 @@ def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES)
 
 
 def summary_table(rows) -> str:
-    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions),
-    for the value and the first derivative, with the count of cells beyond tolerance (known faults in brackets)."""
+    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions, over
+    normal-range inputs and results: subnormals are judged absolutely, see core.tolerances), for the value and
+    the first derivative, with the count of cells beyond tolerance (known faults in brackets)."""
     agg: dict = {}
     for r in rows:
         a = agg.setdefault((r["backend"], r["impl"], r["activation"], r["dtype"]), {"u0": 0.0, "r0": 0.0, "u1": 0.0, "r1": 0.0, "bad": 0, "known": 0})
-        if r["mode"] == "eager" and r["order"] in (0, 1) and r["max_ulp"] is not None:
-            finite = r["region"] != "specials"
-            if finite:
-                a[f"u{r['order']}"] = max(a[f"u{r['order']}"], r["max_ulp"])
-                a[f"r{r['order']}"] = max(a[f"r{r['order']}"], r["max_rel"])
+        if r["mode"] == "eager" and r["order"] in (0, 1) and r["max_ulp_normal"] is not None:
+            a[f"u{r['order']}"] = max(a[f"u{r['order']}"], r["max_ulp_normal"])
+            a[f"r{r['order']}"] = max(a[f"r{r['order']}"], r["max_rel_normal"])
         if not r["passed"]:
             a["known" if r["known_fault"] else "bad"] += 1
     out = []
@@ -96,7 +96,7 @@ def summary_table(rows) -> str:
                     f"{a['bad']} ({a['known']})"])
     return markdown_table(
         ["backend", "impl", "activation", "dtype", "max ULP f", "max rel f", "max ULP f'", "max rel f'",
-         "cells flagged (known)"], out)
+         "cells flagged (known faults)"], out)
 
 
 def flagged_table(rows) -> str:
@@ -176,9 +176,10 @@ def tail_point_table(raw) -> str:
             + markdown_table(["backend", "impl", "mode", "returned"], rows))
 
 
-def plot_errors(raw, out: Path, order: int) -> Path:
-    """PNG: ULP error (+1, log scale) against x over the grid and negative tail, one panel per GELU form x dtype,
-    one line per backend and impl (eager)."""
+def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
+    """PNG: the largest ULP error (+1, log scale) in each of `bins` bins of x over the negative tail and the grid,
+    normal-range results only, one panel per GELU form x dtype, one line per backend (solid: builtin, dashed:
+    gelulab's formula), eager mode."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,27 +187,27 @@ def plot_errors(raw, out: Path, order: int) -> Path:
 
     keys = [k for k in ACTIVATIONS if k != "relu"]
     dts = list(DTYPES)
-    fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False,
-                             sharex=True)
+    fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False)
     colors = {"numpy": "tab:gray", "jax": "tab:blue", "torch": "tab:red", "tensorflow": "tab:orange"}
-    for (g, res) in raw.items():
+    for g, res in raw.items():
         if g.order != order or g.mode != "eager" or g.key not in keys:
             continue
-        ax = axes[keys.index(g.key)][dts.index(g.dtype)]
-        xs, us = [], []
-        for region in ("negative_tail", "grid"):
-            r = res[region]
-            if r.actual is None:
-                continue
-            xs.append(r.x.astype(np.float64))
-            us.append(r.ulp())
-        if not xs:
+        parts = [res[r] for r in ("negative_tail", "grid") if res[r].actual is not None]
+        if not parts:
             continue
-        x, u = np.concatenate(xs), np.concatenate(us)
-        sel = (x >= -30) & (x <= 10)
-        idx = np.argsort(x[sel])
-        ax.plot(x[sel][idx], np.minimum(u[sel][idx], 1e12) + 1, lw=0.9, color=colors.get(g.backend, "k"),
-                ls="-" if g.impl == "builtin" else "--", label=f"{g.backend} {g.impl}", alpha=0.85)
+        x = np.concatenate([p.x.astype(np.float64) for p in parts])
+        u = np.concatenate([np.where(p.normal_range(), p.ulp(), 0.0) for p in parts])
+        lo = max(float(x.min()), -30.0)
+        edges = np.linspace(lo, 10.0, bins + 1)
+        idx = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
+        inside = (x >= lo) & (x <= 10.0)
+        worst = np.zeros(bins)
+        np.maximum.at(worst, idx[inside], np.minimum(u[inside], 1e15))
+        centers = 0.5 * (edges[1:] + edges[:-1])
+        ax = axes[keys.index(g.key)][dts.index(g.dtype)]
+        ax.step(centers, worst + 1, where="mid", lw=1.4 if g.impl == "builtin" else 1.1,
+                color=colors.get(g.backend, "k"), ls="-" if g.impl == "builtin" else "--",
+                label=f"{g.backend} {g.impl}", alpha=0.9)
     for i, k in enumerate(keys):
         for j, d in enumerate(dts):
             ax = axes[i][j]
@@ -214,12 +215,13 @@ def plot_errors(raw, out: Path, order: int) -> Path:
             ax.set_title(f"{ACTIVATIONS[k].label} {'value' if order == 0 else 'derivative'}, {d}", fontsize=9)
             ax.grid(alpha=0.3)
             if j == 0:
-                ax.set_ylabel("ULP error + 1")
+                ax.set_ylabel("max ULP error + 1 per bin")
             if i == len(keys) - 1:
                 ax.set_xlabel("x")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.suptitle("error against the correctly rounded reference (normal-range results; eager)", y=0.93, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     path = out / f"errors_order{order}.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)

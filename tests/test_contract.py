@@ -1,0 +1,69 @@
+"""gelulab's formula contract (issue 3), per backend, mode and dtype: special values, no overflow near the dtype's
+maximum, finite gradients wherever the function is finite, and the named cases. Expected values are the
+mathematical limits and mpmath values quoted in the issue, not outputs of the code under test."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.dtypes import DTYPES
+
+FORMS = ["gelu_none", "gelu_tanh", "gelu_sigmoid"]
+
+
+def _eval(backend, key, x, dtype, order=0, mode="eager"):
+    a = np.asarray(x, dtype=np.float64).astype(DTYPES[dtype].np_dtype)
+    return backend.to_numpy(backend.function(key, "formula", order, mode)(backend.asarray(a))).astype(np.float64)
+
+
+MODES = ["eager", pytest.param("compiled", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(params=MODES)
+def mode(request, backend):
+    if request.param not in backend.modes:
+        pytest.skip(f"{backend.name} has no {request.param} mode")
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("key", FORMS)
+def test_special_values(backend, mode, key, dtype):
+    top = float(DTYPES[dtype].finfo.max)
+    y = _eval(backend, key, [0.0, -0.0, np.inf, -np.inf, np.nan, top, -top], dtype, mode=mode)
+    assert y[0] == 0 and not np.signbit(y[0])
+    assert y[1] == 0 and np.signbit(y[1])  # gelu(-0) = -0
+    assert y[2] == np.inf
+    assert y[3] == 0 and np.signbit(y[3])  # gelu(-inf) = -0.0, the limit
+    assert np.isnan(y[4])
+    assert y[5] == top  # gelu(x) = x without overflow near the maximum
+    assert y[6] == 0 and np.signbit(y[6])
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("key", FORMS)
+def test_gradients_finite_wherever_the_function_is(backend, mode, key, dtype):
+    top = float(DTYPES[dtype].finfo.max)
+    xs = np.concatenate([np.geomspace(1e-3, top, 400), -np.geomspace(1e-3, top, 400), [0.0, np.inf, -np.inf]])
+    d1 = _eval(backend, key, xs, dtype, order=1, mode=mode)
+    assert np.all(np.isfinite(d1)), (mode, xs[~np.isfinite(d1)][:5])
+    assert d1[xs == top][0] == 1.0 and d1[xs == np.inf][0] == 1.0 and d1[xs == -np.inf][0] == 0.0
+
+
+@pytest.mark.parametrize("x", [148.0, 256.0])
+def test_float16_tanh_gradient_is_one_at_large_x(backend, mode, x):
+    # issue 3: not NaN from an overflowing x^3
+    assert _eval(backend, "gelu_tanh", [x], "float16", order=1, mode=mode)[0] == 1.0
+
+
+@pytest.mark.parametrize("x,value", [(-4.0, -1.2668496733247969e-4), (-8.0, -4.9767684594174273e-15),
+                                     (-20.0, -5.5072482372124674e-88)])
+def test_float64_exact_tail_within_1e13(backend, mode, x, value):
+    # mpmath: x/2 * erfc(-x/sqrt 2) at 50 digits (issue 3: within 1e-13 relative)
+    assert _eval(backend, "gelu_none", [x], "float64", mode=mode)[0] == pytest.approx(value, rel=1e-13)
+
+
+@pytest.mark.parametrize("x,value", [(-6.0, -5.91952587e-9)])
+def test_float32_exact_reaches_minus_six(backend, mode, x, value):
+    # issue 2: the formula reaches GELU(-6) = -5.92e-9 in float32, within 1e-5 relative
+    assert _eval(backend, "gelu_none", [x], "float32", mode=mode)[0] == pytest.approx(value, rel=1e-5)
