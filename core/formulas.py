@@ -44,10 +44,16 @@ def _x_sigmoid(xp, x, z):
     """x * sigmoid(z), evaluated through the small side of the sigmoid: x sigmoid(z) for z <= 0 and
     x - x sigmoid(-z) for z > 0. The value is the same; autodiff then differentiates sigmoid where it is tiny and
     exact, instead of sigmoid (1 - sigmoid) with 1 - sigmoid cancelling to 0, so the second derivative stays
-    accurate for large positive x."""
-    p = xp.sigmoid(xp.where(z > 0, -z, z))
-    xp_ = x * p
-    return xp.where(z > 0, x - xp_, xp_)
+    accurate for large positive x.
+
+    The small side s = sigmoid(-|z|) is formed from p = sigmoid(-|z|/2), q = 1 - p as s = p^2 / (p^2 + q^2)
+    (exact, since e^{-|z|/2} = p/q), and multiplied into x as ((x p) p) / (p^2 + q^2): s itself underflows in
+    float64 for |z| > 708, long before x s does (sigmoid form: x < -417; tanh form: x < -21.9)."""
+    small = xp.where(z > 0, -z, z)
+    p = xp.sigmoid(0.5 * small)
+    q = 1.0 - p
+    xs = ((x * p) * p) / (p * p + q * q)
+    return xp.where(z > 0, x - xs, xs)
 
 
 def relu(xp, x):
