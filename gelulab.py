@@ -9,14 +9,70 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
+from pathlib import Path
 
 COMMANDS = {
-    "run": ("experiments.main_job", "the main job: parity summary and the moons experiment, one report"),
+    "run": ("gelulab", "the main job: parity summary and the moons experiment, one report"),
     "parity": ("experiments.parity", "forward and gradient parity against the mpmath reference"),
     "moons": ("experiments.moons", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
     "bench": ("benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
     "swap": ("experiments.swap", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
 }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gelulab run`, the main job."""
+    parser.add_argument("--out", default="results/run", help="results folder (default results/run)")
+    parser.add_argument("--seeds", type=int, default=5, help="moons seeds (default 5; `gelulab moons` runs 20)")
+    parser.add_argument("--epochs", type=int, default=100, help="moons epochs (default 100, the article's)")
+
+
+def run(args) -> int:
+    """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
+    moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
+    report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
+    from backends import get_backend, selected_backends
+    from core.moons import MoonsConfig
+    from core.report import environment, write_json
+    from experiments import moons, parity
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds {args.seeds}: expected at least 1")
+    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=("relu", "gelu_none"))
+    out = Path(args.out)
+    names = selected_backends()
+    backends = [get_backend(n) for n in names]
+    t0 = time.perf_counter()
+    print(f"[1/2] parity of {', '.join(names)} against mpmath (eager; value and first derivative)", flush=True)
+    pdata = parity.run_parity(backends, out / "parity", modes=("eager",), orders=(0, 1))
+    t1 = time.perf_counter()
+    print(f"[2/2] moons: ReLU vs exact GELU, {len(cfg.seeds)} seeds x {cfg.epochs} epochs", flush=True)
+    results = moons.run_study(cfg, out / "moons", backends=names)
+    paths = moons.write_report(results, out / "moons")
+    t2 = time.perf_counter()
+    env = environment(backends)
+    text = (
+        "# gelulab run\n\n"
+        f"Backends: {', '.join(names)}; {env['threads']} thread(s) each; {env['cpu']}. "
+        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s.\n\n"
+        "## Parity summary\n\n"
+        f"{len(pdata['cells'])} cells (eager), {pdata['n_flagged']} beyond tolerance, {pdata['n_known']} of them "
+        "known upstream faults. Full report: [parity/report.md](parity/report.md).\n\n"
+        + pdata["summary_md"]
+        + "\n![errors](parity/errors_order0.png)\n\n## Moons\n\n"
+        + (out / "moons" / "report.md").read_text().replace("](", "](moons/")
+        + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+        + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
+    )
+    (out / "report.md").write_text(text)
+    write_json(out / "results.json", {
+        "environment": env, "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "cells")},
+        "moons": {k: v for k, v in results.items() if k != "boundaries"},
+        "seconds": {"parity": t1 - t0, "moons": t2 - t1},
+    })
+    print(f"report: {out / 'report.md'} ({', '.join(p.name for p in paths.values())} in {out / 'moons'})")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
