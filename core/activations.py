@@ -1,16 +1,18 @@
 """The catalogue of activations: the one place to add a new activation.
 
 An `Activation` names the op ("relu" or "gelu"), its GELU mode, gelulab's formula (core.formulas), its closed-form
-derivatives (used only where a backend has no autodiff) and its mpmath reference (core.reference, by key). Each
-backend maps (op, mode) to its framework's builtin. The parity suite, the reports and the experiments iterate
+derivatives (used only where a backend has no autodiff), its mpmath reference (core.mp_forms) and its limits at
++-inf. Each backend maps the key to its framework's builtin where one exists (`_BUILTINS` in
+backends/<name>/activations.py); a backend without one has no builtin cells. The parity suite, the reports and the experiments iterate
 over `ACTIVATIONS`, so a new entry here is covered everywhere without test edits.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core import formulas
+from core import formulas, mp_forms
 
 GELU_MODES = ("none", "tanh", "sigmoid")
 IMPLS = ("formula", "builtin")
@@ -24,6 +26,9 @@ class Activation:
     op: "relu" or "gelu"; mode: the GELU `approximate` string, or None for ReLU.
     formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps.
     d1, d2: closed-form derivatives f(xp, x) in the wide dtype (for backends without autodiff).
+    mp: f(x, order) in mpmath, the high-precision reference of the value and its first two derivatives.
+    limits: {order: (limit at -inf, limit at +inf)}, the reference at infinite inputs (-0.0 where approached
+      from below).
     source: where the formula comes from (paper / framework doc).
     """
 
@@ -33,6 +38,8 @@ class Activation:
     formula: Callable
     d1: Callable
     d2: Callable
+    mp: Callable
+    limits: dict
     source: str
 
     @property
@@ -41,17 +48,21 @@ class Activation:
         return self.op if self.mode is None else f"{self.op}({self.mode})"
 
 
+_GELU_LIMITS = {0: (-0.0, math.inf), 1: (-0.0, 1.0), 2: (0.0, 0.0)}  # f, f', f'' at -inf and +inf
+
 ACTIVATIONS: dict[str, Activation] = {
     a.key: a
     for a in (
-        Activation("relu", "relu", None, formulas.relu, formulas.relu_d1, formulas.relu_d2,
-                   "max(x, 0); Nair & Hinton 2010"),
+        Activation("relu", "relu", None, formulas.relu, formulas.relu_d1, formulas.relu_d2, mp_forms.relu,
+                   {0: (0.0, math.inf), 1: (0.0, 1.0), 2: (0.0, 0.0)}, "max(x, 0); Nair & Hinton 2010"),
         Activation("gelu_none", "gelu", "none", formulas.gelu_none, formulas.gelu_none_d1, formulas.gelu_none_d2,
-                   "x Phi(x) = x/2 erfc(-x/sqrt 2); Hendrycks & Gimpel 2016, eq. 1"),
+                   mp_forms.gelu_none, _GELU_LIMITS, "x Phi(x) = x/2 erfc(-x/sqrt 2); Hendrycks & Gimpel 2016, eq. 1"),
         Activation("gelu_tanh", "gelu", "tanh", formulas.gelu_tanh, formulas.gelu_tanh_d1, formulas.gelu_tanh_d2,
+                   mp_forms.gelu_tanh, _GELU_LIMITS,
                    "x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); Hendrycks & Gimpel 2016, sec. 2"),
         Activation("gelu_sigmoid", "gelu", "sigmoid", formulas.gelu_sigmoid, formulas.gelu_sigmoid_d1,
-                   formulas.gelu_sigmoid_d2, "x sigmoid(1.702 x); Hendrycks & Gimpel 2016, sec. 2"),
+                   formulas.gelu_sigmoid_d2, mp_forms.gelu_sigmoid, _GELU_LIMITS,
+                   "x sigmoid(1.702 x); Hendrycks & Gimpel 2016, sec. 2"),
     )
 }
 

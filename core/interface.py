@@ -7,6 +7,7 @@ A backend package `backends/<name>/` provides a module `activations` with the sa
   setup(device, threads)            one-time framework settings (x64 in JAX, thread counts)
   asarray(a, device) / to_numpy(x)  conversion from and to numpy, dtype preserved (bfloat16 via ml_dtypes)
   builtin(activation)               the framework's own function for a catalogue entry, mode passed explicitly
+                                    (None where the framework has none)
   derivative(fn, activation)        elementwise derivative of fn through the framework's autodiff (a vjp with a
                                     cotangent of ones)
   compile(fn)                       the framework's compiler (jax.jit, torch.compile, tf.function(jit_compile=True))
@@ -92,9 +93,16 @@ class Backend:
             fn = self.module.compile(fn)
         return fn
 
+    def has_builtin(self, key: str) -> bool:
+        """Whether the framework has its own function for catalogue entry `key`."""
+        return self.module.builtin(get_activation(key)) is not None
+
     def _base(self, act, impl):
         if impl == "builtin":
-            return self.module.builtin(act)
+            fn = self.module.builtin(act)
+            if fn is None:
+                raise ValueError(f"backend {self.name!r} has no builtin for {act.key!r}; use impl='formula'")
+            return fn
         xp = self.module
 
         def formula(x):

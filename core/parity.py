@@ -96,12 +96,14 @@ class CellResult:
 def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS):
     """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).
 
-    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0)."""
+    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks are left out."""
     out = []
     for b in backends:
         for mode in b.modes if modes is None else [m for m in modes if m in b.modes]:
             for impl in impls:
                 for key in keys:
+                    if impl == "builtin" and not b.has_builtin(key):
+                        continue
                     for dtype in dtypes:
                         for order in orders:
                             out.append(Group(b.name, impl, key, dtype, mode, order, b.device))

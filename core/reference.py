@@ -1,13 +1,8 @@
 """High-precision reference values with mpmath, correctly rounded to a target dtype.
 
 Each activation is evaluated with its own formula (an approximation against its own formula, never against exact
-GELU) and its first and second derivatives, in closed form, at `PRECISION_BITS` bits of working precision:
-* exact GELU: f = x Phi(x) = x/2 erfc(-x/sqrt 2); f' = Phi(x) + x phi(x); f'' = phi(x)(2 - x^2)
-  (Hendrycks & Gimpel 2016, eq. 1; phi the standard normal density).
-* tanh form: f = x sigma(2u), u = sqrt(2/pi)(x + 0.044715 x^3); derivatives by the chain rule (core.formulas).
-* sigmoid form: f = x sigma(1.702 x).
-* ReLU: max(x, 0); ReLU'(0) = 0 by the frameworks' convention.
-sigma(z) = 1/(1 + e^-z) is evaluated as e^z/(1 + e^z) for z < 0, so nothing cancels even at mpmath precision.
+GELU) and its first and second derivatives, in closed form (the catalogue entry's `mp`, core.mp_forms), at
+`PRECISION_BITS` bits of working precision; at +-inf the catalogue's `limits` are returned.
 
 The result is rounded to the target dtype correctly (round to nearest): the float64 rounding of the mpmath value
 is moved to whichever neighbour in the target dtype is nearest the mpmath value. Results are cached per
@@ -21,73 +16,10 @@ from functools import lru_cache
 import mpmath
 import numpy as np
 
+from core.activations import get_activation
 from core.dtypes import get_dtype
 
 PRECISION_BITS = 160  # ~48 decimal digits; every reference value here is far from a rounding tie at this precision
-
-_mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
-
-
-def _sigma(z):
-    if z < 0:
-        e = mpmath.exp(z)
-        return e / (1 + e)
-    return 1 / (1 + mpmath.exp(-z))
-
-
-def _phi(x):
-    return mpmath.exp(-x * x / 2) / mpmath.sqrt(2 * mpmath.pi)
-
-
-def _relu(x, order):
-    if order == 0:
-        return x if x > 0 else mpmath.mpf(0)
-    if order == 1:
-        return mpmath.mpf(1) if x > 0 else mpmath.mpf(0)
-    return mpmath.mpf(0)
-
-
-def _gelu_none(x, order):
-    if order == 0:
-        return x / 2 * mpmath.erfc(-x / mpmath.sqrt(2))
-    if order == 1:
-        return mpmath.erfc(-x / mpmath.sqrt(2)) / 2 + x * _phi(x)
-    return _phi(x) * (2 - x * x)
-
-
-def _gelu_tanh(x, order):
-    c, a = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf("0.044715")
-    u = c * (x + a * x**3)
-    p, q = _sigma(2 * u), _sigma(-2 * u)
-    if order == 0:
-        return x * p
-    u1 = c * (1 + 3 * a * x * x)
-    if order == 1:
-        return p + 2 * x * p * q * u1
-    u2 = 6 * a * c * x
-    return 4 * p * q * u1 + 2 * x * p * q * (u2 - 2 * (p - q) * u1 * u1)
-
-
-def _gelu_sigmoid(x, order):
-    k = mpmath.mpf("1.702")
-    p, q = _sigma(k * x), _sigma(-k * x)
-    if order == 0:
-        return x * p
-    if order == 1:
-        return p + k * x * p * q
-    return p * q * (2 * k + k * k * x * (q - p))
-
-
-MP_FUNCTIONS = {"relu": _relu, "gelu_none": _gelu_none, "gelu_tanh": _gelu_tanh, "gelu_sigmoid": _gelu_sigmoid}
-
-_LIMITS = {
-    # (activation key, order) -> (value at -inf, value at +inf), the mathematical limits
-    "relu": {0: (0.0, math.inf), 1: (0.0, 1.0), 2: (0.0, 0.0)},
-    "gelu_none": {0: (-0.0, math.inf), 1: (-0.0, 1.0), 2: (0.0, 0.0)},
-    "gelu_tanh": {0: (-0.0, math.inf), 1: (-0.0, 1.0), 2: (0.0, 0.0)},
-    "gelu_sigmoid": {0: (-0.0, math.inf), 1: (-0.0, 1.0), 2: (0.0, 0.0)},
-}
-
 
 def reference_mp(key: str, order: int, x: float):
     """The exact value (as an mpmath mpf, or a Python float at +-inf/nan) of activation `key`'s `order`-th derivative.
@@ -104,21 +36,20 @@ def _reference_mp_cached(key, order, x):
 
 
 def _reference_mp(key, order, x):
-    if key not in MP_FUNCTIONS:
-        raise ValueError(f"unknown activation {key!r}; expected one of {sorted(MP_FUNCTIONS)}")
+    act = get_activation(key)
     if order not in (0, 1, 2):
         raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
     if math.isnan(x):
         return math.nan
     if math.isinf(x):
-        lo, hi = _LIMITS[key][order]
+        lo, hi = act.limits[order]
         return hi if x > 0 else lo
     with mpmath.workprec(PRECISION_BITS):
         if x == 0 and order == 0:
             return 0.0 if key == "relu" else x  # GELU(+-0) = +-0 (mpmath has no signed zero); ReLU(+-0) = +0
-        if key != "relu" and abs(x) > FAR:
+        if act.op == "gelu" and abs(x) > FAR:
             return _far(x, order)
-        return MP_FUNCTIONS[key](mpmath.mpf(x), order)
+        return act.mp(mpmath.mpf(x), order)
 
 
 FAR = 1e3  # past |x| = 1000 every GELU form equals its limit to far below any dtype's resolution

@@ -90,7 +90,9 @@ _BUILTINS = {
 
 
 def builtin(activation):
-    """The numpy user's reference for `activation`, in float64, rounded to the input dtype."""
+    """The numpy user's reference for `activation`, in float64, rounded to the input dtype (None if none)."""
+    if activation.key not in _BUILTINS:
+        return None
     fn = _in_float64(_BUILTINS[activation.key])
     fn.activation = activation
     return fn
