@@ -64,9 +64,10 @@ def _pick(rng, options):
 
 def generate_sentences(n: int, seed: int, vocabulary: Sequence[str] = ()) -> list[str]:
     """n distinct English sentences for the fine-tune, chosen with numpy's seeded RNG: from gelulab's templates and
-    word lists, or, when `vocabulary` is given, half of them random sequences of 5 to 14 words drawn from it (they
-    reach words the templates never use; `gelulab swap --finetune`, torch, 100 steps: held-out cosine 0.965 with the mix vs 0.953
-    with templates alone). Raises ValueError for n < 1 or when 100 draws per sentence find fewer than n."""
+    word lists, or, when `vocabulary` is given, half of them random sequences of 5 to 14 words drawn from it
+    (they reach words the templates never use; `gelulab swap --finetune`, torch, 100 steps: held-out cosine
+    0.965 with the mix vs 0.953 with templates alone). Raises ValueError for n < 1 or when 100 draws per sentence
+    find fewer than n."""
     if n < 1:
         raise ValueError(f"n={n}; expected a positive number of sentences")
     rng = np.random.default_rng(seed)
