@@ -75,19 +75,21 @@ class CellResult:
     def rel(self) -> np.ndarray:
         return rel_error(self.actual, self.expected)
 
-    def normal_range(self) -> np.ndarray:
-        """Mask of finite inputs that are 0 or normal whose correctly rounded result is 0 or normal: where ULP and
-        relative errors mean what they say (subnormals have fewer significant bits, and FTZ platforms flush them)."""
+    def normal_range(self, floor: float = 0.0) -> np.ndarray:
+        """Mask of finite inputs that are 0 or normal whose correctly rounded result is 0 or at least
+        max(smallest normal, floor): where ULP and relative errors mean what they say (subnormals have fewer
+        significant bits, FTZ platforms flush them, and results below a tolerance's absolute floor are judged
+        absolutely)."""
         normal = float(DTYPES[self.cell.group.dtype].finfo.smallest_normal)
         x = np.abs(self.x.astype(np.float64))
         e = np.abs(self.expected.astype(np.float64))
-        return np.isfinite(x) & ((x == 0) | (x >= normal)) & ((e == 0) | (e >= normal))
+        return np.isfinite(x) & ((x == 0) | (x >= normal)) & ((e == 0) | (e >= max(normal, floor)))
 
-    def normal_range_summary(self) -> dict:
-        """{'max_ulp', 'max_rel'} over normal_range() (0 when empty or when the call raised)."""
+    def normal_range_summary(self, floor: float = 0.0) -> dict:
+        """{'max_ulp', 'max_rel'} over normal_range(floor) (0 when empty; None when the call raised)."""
         if self.actual is None:
             return {"max_ulp": None, "max_rel": None}
-        m = self.normal_range()
+        m = self.normal_range(floor)
         if not m.any():
             return {"max_ulp": 0.0, "max_rel": 0.0}
         return {"max_ulp": float(self.ulp()[m].max()), "max_rel": float(self.rel()[m].max())}
@@ -175,6 +177,11 @@ class Verdict:
 
 def elementwise_ok(result: CellResult, tol) -> np.ndarray:
     """Boolean mask of elements within `tol` (a core.tolerances.Tol); see core.tolerances for the rule."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf and nan comparisons are decided explicitly
+        return _elementwise_ok(result, tol)
+
+
+def _elementwise_ok(result: CellResult, tol) -> np.ndarray:
     g = result.cell.group
     a, e = result.actual, result.expected
     a64, e64 = a.astype(np.float64), e.astype(np.float64)

@@ -70,7 +70,7 @@ def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES)
                 "max_ulp": None if e is None else e.max_ulp, "max_abs": None if e is None else e.max_abs,
                 "max_rel": None if e is None else e.max_rel, "x_at_max_ulp": None if e is None else e.x_at_max_ulp,
                 "x_at_max_rel": None if e is None else e.x_at_max_rel,
-                **{f"{k}_normal": v for k, v in r.normal_range_summary().items()},
+                **{f"{k}_normal": val for k, val in r.normal_range_summary(v.tol.atol).items()},
                 "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
                 "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link},
                 "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
@@ -79,9 +79,10 @@ def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES)
 
 
 def summary_table(rows) -> str:
-    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions, over
-    normal-range inputs and results: subnormals are judged absolutely, see core.tolerances), for the value and
-    the first derivative, with the count of cells beyond tolerance (known faults in brackets)."""
+    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions), over
+    the elements judged by ULP: normal inputs whose result is at least the smallest normal and the tolerance's
+    absolute floor (smaller results are judged absolutely, see core.tolerances), for the value and the first
+    derivative, with the count of cells beyond tolerance (known faults in brackets)."""
     agg: dict = {}
     for r in rows:
         a = agg.setdefault((r["backend"], r["impl"], r["activation"], r["dtype"]), {"u0": 0.0, "r0": 0.0, "u1": 0.0, "r1": 0.0, "bad": 0, "known": 0})
