@@ -76,7 +76,7 @@ class MoonsConfig:
     regimes: tuple[str, ...] = ("matched",)
     dtype: str = "float64"
     compare_dtype: str | None = "float32"
-    compare_seeds: int = 5
+    compare_seeds: int = 3
     boundary_seed: int | None = None
     grid_size: int = 60
 

@@ -163,7 +163,7 @@ def plot_test_accuracy(results, path) -> Path:
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Test accuracy, one point per seed (black: mean and 95 % CI)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=9, loc="lower right")
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=min(len(rows), 3), frameon=False)
     if has_diff:
         ax = axes[0, 1]
         ax.axhline(0, color="gray", lw=1)

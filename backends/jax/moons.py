@@ -113,6 +113,11 @@ def train(spec: TrainSpec) -> TrainOutput:
 
     Raises ValueError for an unknown arm / impl (from the backend catalogue).
     """
+    with jax.default_device(get_backend("jax").module.jax_device()):
+        return _train(spec)
+
+
+def _train(spec: TrainSpec) -> TrainOutput:
     dtype = jnp.dtype(spec.dtype)
     fn = _trainer(spec.arm, spec.impl, spec.regime, spec.dtype, tuple(spec.hidden), spec.lr, spec.beta1,
                   spec.beta2, spec.eps)

@@ -96,10 +96,12 @@ def train(spec: TrainSpec) -> TrainOutput:
     Raises ValueError for an unknown arm / impl (from the backend catalogue).
     """
     dtype = _DTYPES[spec.dtype]
-    t = lambda a: torch.as_tensor(np.asarray(a), dtype=dtype)
-    act = get_backend("torch").function(spec.arm, spec.impl)
+    backend = get_backend("torch")
+    device = backend.module.torch_device()
+    t = lambda a: torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
+    act = backend.function(spec.arm, spec.impl)
     sizes = [(i, o) for i, o in zip((spec.x_train.shape[2], *spec.hidden), (*spec.hidden, 1))]
-    model = SeedBatchedMLP(sizes, spec.n_seeds, act, dtype)
+    model = SeedBatchedMLP(sizes, spec.n_seeds, act, dtype).to(device)
     if spec.regime == "matched":
         model.load(spec.init)
         gens = None
@@ -115,14 +117,15 @@ def train(spec: TrainSpec) -> TrainOutput:
     weights, shares = t(spec.weights), t(spec.step_shares)
     n_seeds, n_train = spec.n_seeds, spec.x_train.shape[1]
     steps, batch = spec.steps_per_epoch, spec.batch_size
-    train_loss = torch.zeros(n_seeds, spec.epochs, dtype=dtype)
-    val_loss = torch.zeros(n_seeds, spec.epochs, dtype=dtype)
+    train_loss = torch.zeros(n_seeds, spec.epochs, dtype=dtype, device=device)
+    val_loss = torch.zeros(n_seeds, spec.epochs, dtype=dtype, device=device)
     for epoch in range(spec.epochs):
         if gens is None:
             order = torch.as_tensor(spec.order[:, epoch].reshape(n_seeds, -1), dtype=torch.int64)
-        else:
+        else:  # the CPU generators of a DataLoader(shuffle=True), one per seed
             order = torch.zeros(n_seeds, steps * batch, dtype=torch.int64)
             order[:, :n_train] = torch.stack([torch.randperm(n_train, generator=g) for g in gens])
+        order = order.to(device)
         xb = torch.take_along_dim(x_train, order[:, :, None], dim=1).view(n_seeds, steps, batch, -1)
         yb = torch.take_along_dim(y_train, order, dim=1).view(n_seeds, steps, batch)
         for k in range(steps):
@@ -137,5 +140,5 @@ def train(spec: TrainSpec) -> TrainOutput:
             val_loss[:, epoch] = F.binary_cross_entropy_with_logits(model(x_val), y_val, reduction="none").mean(1)
     with torch.no_grad():
         logits = [model(t(a)) for a in (spec.x_train, spec.x_val, spec.x_test, spec.grid)]
-    arrays = [a.detach().to(torch.float64).numpy() for a in (train_loss, val_loss, *logits)]
+    arrays = [a.detach().to("cpu", torch.float64).numpy() for a in (train_loss, val_loss, *logits)]
     return TrainOutput(*arrays, recipe=recipe)
