@@ -1,0 +1,330 @@
+"""The moons study's analysis and Markdown report, from the run records alone (backend-free).
+
+analyse(cfg, runs) -> {summary, paired, agreement, defaults, conclusions}
+  summary    per backend x regime x arm (study dtype): test accuracy and test loss with mean, sd, 95 % CI,
+             final train / validation loss, seeds won (the arm's test accuracy strictly above every other's)
+  paired     per backend x regime x GELU form: the paired difference GELU form - ReLU of test accuracy and of
+             test loss (core.stats.paired: CI, Wilcoxon, t-test, seeds won), both p-values adjusted
+             (Benjamini-Hochberg) within each metric's family, and the verdict in words
+  agreement  matched regime, per dtype x arm: how far the backends' training-loss trajectories and final
+             losses are apart (max over backend pairs and seeds); in float64 it must be <= AGREEMENT_TOL
+  defaults   when both regimes ran: per backend x arm, native - matched test accuracy (paired by seed)
+markdown(results) renders them.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from core import stats
+from core.activations import ACTIVATIONS
+from core.moons import split_sizes
+from core.report import fmt, markdown_table
+
+AGREEMENT_TOL = 1e-6  # issue 2/4: float64 matched training losses of the backends agree within this
+ACCURACY_BAR = 0.94  # issue 2: every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
+BASELINE = "relu"
+
+
+def _label(arm: str) -> str:
+    return ACTIVATIONS[arm].label
+
+
+def _select(runs, **kw) -> list:
+    return [r for r in runs if all(r[k] == v for k, v in kw.items())]
+
+
+def _by_seed(runs, metric: str) -> dict:
+    return {r["seed"]: r["metrics"][metric] for r in runs}
+
+
+def _keys(runs, field: str) -> list:
+    return list(dict.fromkeys(r[field] for r in runs))
+
+
+def summary_rows(cfg, runs) -> list[dict]:
+    """Per backend x regime x arm of the study dtype: describe() of test_acc and test_loss, mean final train
+    and
+    val loss, seeds won."""
+    rows = []
+    study = _select(runs, dtype=cfg.dtype)
+    for b in _keys(study, "backend"):
+        for regime in _keys(study, "regime"):
+            group = _select(study, backend=b, regime=regime)
+            acc = {a: _by_seed(_select(group, arm=a), "test_acc") for a in cfg.arms}
+            for arm in cfg.arms:
+                rs = _select(group, arm=arm)
+                if not rs:
+                    continue
+                won = sum(1 for s, v in acc[arm].items()
+                          if all(v > acc[o].get(s, -math.inf) for o in cfg.arms if o != arm))
+                rows.append({
+                    "backend": b, "regime": regime, "arm": arm, "n": len(rs),
+                    "test_acc": stats.describe([r["metrics"]["test_acc"] for r in rs]),
+                    "test_loss": stats.describe([r["metrics"]["test_loss"] for r in rs]),
+                    "train_loss": float(np.mean([r["metrics"]["train_loss"] for r in rs])),
+                    "val_loss": float(np.mean([r["metrics"]["val_loss"] for r in rs])),
+                    "won": won,
+                })
+    return rows
+
+
+def paired_rows(cfg, runs, alpha: float = stats.ALPHA) -> list[dict]:
+    """GELU form - ReLU per backend x regime (study dtype), for test accuracy and test loss. Both p-values are
+    Benjamini-Hochberg adjusted within each metric's family of comparisons; the verdict uses the adjusted ones."""
+    if BASELINE not in cfg.arms:
+        return []
+    rows = []
+    study = _select(runs, dtype=cfg.dtype)
+    for metric, higher in (("test_acc", True), ("test_loss", False)):
+        family = []
+        for b in _keys(study, "backend"):
+            for regime in _keys(study, "regime"):
+                base = _by_seed(_select(study, backend=b, regime=regime, arm=BASELINE), metric)
+                for arm in (a for a in cfg.arms if a != BASELINE):
+                    other = _by_seed(_select(study, backend=b, regime=regime, arm=arm), metric)
+                    seeds = sorted(set(base) & set(other))
+                    if not seeds:
+                        continue
+                    res = stats.paired([other[s] for s in seeds], [base[s] for s in seeds], higher_is_better=higher)
+                    family.append({"backend": b, "regime": regime, "arm": arm, "metric": metric, **res})
+        for key in ("w_p", "t_p"):
+            for row, p in zip(family, stats.adjust_bh([r[key] for r in family])):
+                row[f"{key}_bh"] = p
+        for row in family:
+            name = "test accuracy" if row["metric"] == "test_acc" else "test loss"
+            keys = ("w_p_bh", "t_p_bh")
+            row["kind"] = stats.classify(row, alpha, keys)
+            row["verdict"] = stats.verdict(row, _label(row["arm"]), _label(BASELINE), name, alpha, keys)
+        rows += family
+    return rows
+
+
+def agreement_rows(cfg, runs) -> list[dict]:
+    """Matched regime, per dtype x arm: max over backend pairs and common seeds of |difference| of the
+    training-loss
+    trajectory (all epochs, and after epochs 1, 10 and the last), the final train loss and the test loss."""
+    rows = []
+    matched = _select(runs, regime="matched")
+    for dtype in _keys(matched, "dtype"):
+        for arm in cfg.arms:
+            per_b = {b: {r["seed"]: r for r in _select(matched, dtype=dtype, arm=arm, backend=b)}
+                     for b in _keys(matched, "backend")}
+            per_b = {b: v for b, v in per_b.items() if v}
+            if len(per_b) < 2:
+                continue
+            seeds = sorted(set.intersection(*(set(v) for v in per_b.values())))
+            if not seeds:
+                continue
+            n_epochs = len(next(iter(per_b.values()))[seeds[0]]["curves"]["train_loss"])
+            marks = sorted({min(1, n_epochs), min(10, n_epochs), n_epochs})
+            traj, at, final, test = 0.0, {m: 0.0 for m in marks}, 0.0, 0.0
+            for b1, b2 in itertools.combinations(per_b, 2):
+                for s in seeds:
+                    r1, r2 = per_b[b1][s], per_b[b2][s]
+                    d = np.abs(np.subtract(r1["curves"]["train_loss"], r2["curves"]["train_loss"]))
+                    traj = max(traj, float(d.max()))
+                    for m in marks:
+                        at[m] = max(at[m], float(d[m - 1]))
+                    final = max(final, abs(r1["metrics"]["train_loss"] - r2["metrics"]["train_loss"]))
+                    test = max(test, abs(r1["metrics"]["test_loss"] - r2["metrics"]["test_loss"]))
+            rows.append({"dtype": dtype, "arm": arm, "backends": list(per_b), "seeds": len(seeds),
+                         "max_traj": traj, "at_epoch": {str(m): v for m, v in at.items()}, "max_final": final,
+                         "max_test_loss": test,
+                         "within_tol": bool(max(traj, final) <= AGREEMENT_TOL) if dtype == "float64" else None})
+    return rows
+
+
+def defaults_rows(cfg, runs) -> list[dict]:
+    """When both regimes ran: native - matched test accuracy per backend x arm (study dtype), paired by seed.
+    """
+    study = _select(runs, dtype=cfg.dtype)
+    if set(_keys(study, "regime")) != {"matched", "native"}:
+        return []
+    rows = []
+    for b in _keys(study, "backend"):
+        for arm in cfg.arms:
+            nat = _by_seed(_select(study, backend=b, regime="native", arm=arm), "test_acc")
+            mat = _by_seed(_select(study, backend=b, regime="matched", arm=arm), "test_acc")
+            seeds = sorted(set(nat) & set(mat))
+            if seeds:
+                res = stats.paired([nat[s] for s in seeds], [mat[s] for s in seeds])
+                rows.append({"backend": b, "arm": arm, **res,
+                             "verdict": stats.verdict(res, "native", "matched", "test accuracy")})
+    return rows
+
+
+_KINDS = {"higher": "significantly higher", "lower": "significantly lower", "none": "no significant difference",
+          "inconclusive": "inconclusive (Wilcoxon and t-test disagree)", "same": "identical on every seed",
+          "untestable": "too few seeds to test"}
+
+
+def conclusions(cfg, summary, paired, agreement) -> list[str]:
+    """Sentences the numbers support: per metric, how the GELU-vs-ReLU comparisons came out, and whether the
+    float64 matched backends agree."""
+    out = []
+    for metric, name, f in (("test_acc", "test accuracy", lambda v: f"{100 * v:+.2f} pp"),
+                            ("test_loss", "test loss", lambda v: f"{v:+.4f}")):
+        fam = [r for r in paired if r["metric"] == metric]
+        if not fam:
+            continue
+        counts = {k: sum(r["kind"] == k for r in fam) for k in _KINDS}
+        parts = ", ".join(f"{n} {_KINDS[k]}" for k, n in counts.items() if n)
+        lo = min((r["ci_low"] for r in fam if np.isfinite(r["ci_low"])), default=math.nan)
+        hi = max((r["ci_high"] for r in fam if np.isfinite(r["ci_high"])), default=math.nan)
+        diffs = [r["mean_diff"] for r in fam]
+        out.append(f"{name}, GELU form − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
+                   f"{len(cfg.seeds)} seeds, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
+                   f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI lies within "
+                   f"[{f(lo)}, {f(hi)}].")
+        out += [f"{r['backend']}/{r['regime']}: {r['verdict']}." for r in fam if r["kind"] in ("higher", "lower")]
+    bar = [r for r in summary if r["arm"] in ("relu", "gelu_none")]
+    if bar:
+        worst = min(bar, key=lambda r: r["test_acc"]["mean"])
+        ok = worst["test_acc"]["mean"] >= ACCURACY_BAR
+        out.append(f"{'Every' if ok else 'Not every'} backend × regime reaches mean test accuracy ≥ "
+                   f"{100 * ACCURACY_BAR:g} % with ReLU and exact GELU (issue 2); lowest: {worst['backend']}/"
+                   f"{worst['regime']}/{_label(worst['arm'])} {100 * worst['test_acc']['mean']:.2f} %.")
+    for row in agreement:
+        if row["dtype"] == "float64":
+            verdict = "agree" if row["within_tol"] else "DO NOT agree"
+            out.append(f"float64 matched, {_label(row['arm'])}: {', '.join(row['backends'])} {verdict} within "
+                       f"{AGREEMENT_TOL:g} (max |difference| of the training-loss trajectory {row['max_traj']:.2g}, "
+                       f"of the final training loss {row['max_final']:.2g}, {row['seeds']} seeds).")
+        else:
+            out.append(f"{row['dtype']} matched, {_label(row['arm'])}: the backends drift apart by at most "
+                       f"{row['max_traj']:.2g} in the training-loss trajectory ({row['seeds']} seeds).")
+    return out
+
+
+def analyse(cfg, runs) -> dict:
+    """The study's statistics from its run records (see the module docstring)."""
+    summary = summary_rows(cfg, runs)
+    paired = paired_rows(cfg, runs)
+    agreement = agreement_rows(cfg, runs)
+    return {"summary": summary, "paired": paired, "agreement": agreement, "defaults": defaults_rows(cfg, runs),
+            "conclusions": conclusions(cfg, summary, paired, agreement)}
+
+
+# ------------------------------------------------------------------------------------------------ Markdown
+
+
+def _pct(v) -> str:
+    return "—" if v is None or not np.isfinite(v) else f"{100 * v:.2f}"
+
+
+def _pp(v) -> str:
+    return "—" if v is None or not np.isfinite(v) else f"{100 * v:+.2f}"
+
+
+def _p(v) -> str:
+    return "—" if v is None or not np.isfinite(v) else (f"{v:.3f}" if v >= 1e-3 else f"{v:.1e}")
+
+
+def _summary_md(rows) -> str:
+    head = ["backend", "regime", "arm", "seeds", "test acc % mean", "sd", "95 % CI", "test loss mean", "sd",
+            "95 % CI", "final train loss", "final val loss", "seeds won"]
+    body = [[r["backend"], r["regime"], _label(r["arm"]), r["n"], _pct(r["test_acc"]["mean"]),
+             _pct(r["test_acc"]["sd"]), f"[{_pct(r['test_acc']['ci_low'])}, {_pct(r['test_acc']['ci_high'])}]",
+             f"{r['test_loss']['mean']:.4f}", f"{r['test_loss']['sd']:.4f}",
+             f"[{r['test_loss']['ci_low']:.4f}, {r['test_loss']['ci_high']:.4f}]", f"{r['train_loss']:.4f}",
+             f"{r['val_loss']:.4f}", r["won"]] for r in rows]
+    return markdown_table(head, body)
+
+
+def _paired_md(rows) -> str:
+    head = ["backend", "regime", "GELU form − ReLU", "metric", "mean diff", "95 % CI", "Wilcoxon p (BH)",
+            "t-test p (BH)", "won / tied / lost", "verdict"]
+    body = []
+    for r in rows:
+        acc = r["metric"] == "test_acc"
+        f = _pp if acc else (lambda v: "—" if not np.isfinite(v) else f"{v:+.4f}")
+        body.append([r["backend"], r["regime"], _label(r["arm"]), "test acc (pp)" if acc else "test loss",
+                     f(r["mean_diff"]), f"[{f(r['ci_low'])}, {f(r['ci_high'])}]",
+                     f"{_p(r['w_p'])} ({_p(r['w_p_bh'])})", f"{_p(r['t_p'])} ({_p(r['t_p_bh'])})",
+                     f"{r['wins']} / {r['ties']} / {r['losses']}", _KINDS[r["kind"]]])
+    return markdown_table(head, body)
+
+
+def _agreement_md(rows) -> str:
+    marks = list(rows[0]["at_epoch"]) if rows else []
+    head = ["dtype", "arm", "backends", "seeds", "max Δ train-loss trajectory",
+            *[f"after epoch {m}" for m in marks], "max Δ final train loss", "max Δ test loss", f"≤ {AGREEMENT_TOL:g}"]
+    body = [[r["dtype"], _label(r["arm"]), ", ".join(r["backends"]), r["seeds"], f"{r['max_traj']:.2e}",
+             *[f"{r['at_epoch'][m]:.2e}" for m in marks], f"{r['max_final']:.2e}", f"{r['max_test_loss']:.2e}",
+             "—" if r["within_tol"] is None else ("yes" if r["within_tol"] else "**NO**")] for r in rows]
+    return markdown_table(head, body)
+
+
+def _defaults_md(rows) -> str:
+    head = ["backend", "arm", "native − matched test acc (pp)", "95 % CI", "Wilcoxon p", "t-test p", "verdict"]
+    body = [[r["backend"], _label(r["arm"]), _pp(r["mean_diff"]), f"[{_pp(r['ci_low'])}, {_pp(r['ci_high'])}]",
+             _p(r["w_p"]), _p(r["t_p"]), _KINDS[stats.classify(r)]] for r in rows]
+    return markdown_table(head, body)
+
+
+def _timing_md(results) -> str:
+    head = ["backend", "groups", "train wall s", "train CPU s", "start-up s (this session)"]
+    body = [[b, t["groups"], fmt(t["train_wall_s"]), fmt(t["train_cpu_s"]), fmt(t["startup_s"])]
+            for b, t in results["timing"].items()]
+    return markdown_table(head, body)
+
+
+def _setup_md(results) -> str:
+    c = results["config"]
+    n_train, n_val, n_test = split_sizes(c["n_samples"], c["val_fraction"], c["test_fraction"])
+    steps = -(-n_train // c["batch_size"])
+    recipes = {}
+    for r in results["runs"]:
+        recipes.setdefault((r["backend"], r["regime"]), r["recipe"])
+    lines = [
+        (f"- make_moons: {c['n_samples']} samples, noise {c['noise']}, stratified split train/val/test "
+        f"{n_train}/{n_val}/{n_test}"
+        "; the test set is evaluated once, after the last epoch (no early stopping, no model selection)."),
+        (f"- MLP 2 → {' → '.join(map(str, c['hidden']))} → 1, BCE on logits; Adam lr {c['lr']:g}, "
+        f"β = ({c['beta1']}, {c['beta2']}), ε = {c['eps']:g} (matched regime); batch {c['batch_size']}, "
+        f"{c['epochs']} epochs = {steps * c['epochs']} steps; activations: gelulab's `{c['impl']}` implementation."),
+        (f"- {len(c['seeds'])} seeds ({c['seeds'][0]}..{c['seeds'][-1]}), dtype {c['dtype']}; each seed fixes "
+         "the data, split, initial weights and order, the same for every arm and backend (paired comparisons)."),
+        (f"- jobs (worker processes): {results.get('jobs')}; study wall time this session "
+        f"{results['wall_s']:.1f} s; groups resumed from disk: {results.get('resumed_groups', 0)}."),
+    ]
+    if c.get("compare_dtype"):
+        lines.append(f"- drift check: the first {min(c['compare_seeds'], len(c['seeds']))} seeds also trained in "
+                     f"{c['compare_dtype']} (matched regime).")
+    lines += [f"- {b} / {regime}: {recipe}" for (b, regime), recipe in recipes.items()]
+    lines += [f"- skipped {b}: {why}" for b, why in results.get("skipped", {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS = ("setup", "conclusions", "summary", "paired", "agreement", "defaults", "timing", "plots", "environment")
+
+
+def markdown(results: dict, sections=SECTIONS) -> str:
+    """The report as Markdown; `sections` picks and orders parts of SECTIONS."""
+    env = results.get("environment", {})
+    parts = {
+        "setup": ("Setup", lambda: _setup_md(results)),
+        "conclusions": ("Conclusions", lambda: "\n".join(f"- {c}" for c in results["conclusions"]) + "\n"),
+        "summary": ("Test accuracy and loss per backend × regime × arm", lambda: _summary_md(results["summary"])),
+        "paired": ("Paired differences: GELU form − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
+        "agreement": ("Cross-backend agreement (matched regime)", lambda: _agreement_md(results["agreement"])),
+        "defaults": ("What the framework defaults change: native − matched",
+                     lambda: _defaults_md(results["defaults"])),
+        "timing": ("Time per backend", lambda: _timing_md(results)),
+        "plots": ("Plots", lambda: "![loss curves](loss_curves.png)\n\n![decision boundaries]"
+                  "(decision_boundaries.png)\n\n![test accuracy](test_accuracy.png)\n"),
+        "environment": ("Environment", lambda: "\n".join(
+            f"- {k}: {v}" for k, v in env.items() if k != "frameworks") + "\n" + "\n".join(
+            f"- {b}: {', '.join(f'{k} {v}' for k, v in vs.items())}" for b, vs in env.get("frameworks", {}).items())
+            + "\n"),
+    }
+    out = ["# gelulab moons: ReLU vs GELU on make_moons\n"]
+    for name in sections:
+        title, render = parts[name]
+        if name in ("paired", "agreement", "defaults") and not results.get(name):
+            continue
+        out.append(f"## {title}\n\n{render()}")
+    return "\n".join(out)
