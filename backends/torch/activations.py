@@ -108,5 +108,12 @@ def derivative(fn, activation):
 
 
 def compile(fn):
-    """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles)."""
+    """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles).
+
+    dynamo keeps at most `recompile_limit` (default 8) compiled variants per code object and silently runs eager
+    past it; every formula and derivative closure shares one code object, so the limit is raised here (measured:
+    the 9th variant ran eager)."""
+    cfg = torch._dynamo.config
+    cfg.recompile_limit = max(cfg.recompile_limit, 4096)
+    cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 16384)
     return torch.compile(fn, dynamic=False)
