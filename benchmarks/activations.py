@@ -294,9 +294,13 @@ def selected(cell: dict, spec: GridSpec, devices=None) -> bool:
 
 
 def compare_command(args) -> int:
-    """Print B ÷ A per cell (Markdown) for the cells that the filters select; returns 0, or 1 when none match."""
+    """Print B ÷ A per cell (Markdown) for the cells that the command-line filters select (all cells without
+    filters); returns 0, or 1 when no cell is in both files."""
     a, b = load_cells(args.a), load_cells(args.b)
-    spec = _spec(args)
+    # only explicit filters apply here: not GELULAB_BACKEND, --quick or the default dtypes of a run
+    spec = spec_from_filters(backends=args.backend or list(config.BACKEND_NAMES), devices=args.device,
+                             modes=args.mode, activations=args.activation, impls=args.impl,
+                             directions=args.direction, dtypes=args.dtype, sizes=args.size, full=True)
     devices = spec.devices if args.device else None
     cmp = analysis.compare([c for c in a if selected(c, spec, devices)], [c for c in b if selected(c, spec, devices)])
     print(report.compare_table(cmp))

@@ -360,14 +360,15 @@ def _result_file(path, cells):
     return str(path)
 
 
-def _cell(backend, act, median):
-    return {**Cell(backend, "cpu", "eager", act, "builtin", "forward", "float32", 1000).as_dict(),
+def _cell(backend, act, median, dtype="float32"):
+    return {**Cell(backend, "cpu", "eager", act, "builtin", "forward", dtype, 1000).as_dict(),
             "status": "ok", "median_s": median}
 
 
-def test_compare_prints_b_over_a_per_cell(tmp_path, capsys):
-    a = [_cell("jax", "relu", 2e-6), _cell("jax", "gelu_none", 4e-6), _cell("torch", "relu", 1e-6)]
-    b = [_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", 2e-6), _cell("numpy", "relu", 1e-6)]
+def test_compare_prints_b_over_a_per_cell(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GELULAB_BACKEND", "numpy")  # selects what a run runs, not what compare reads
+    a = [_cell("jax", "relu", 2e-6), _cell("jax", "gelu_none", 4e-6, "float64"), _cell("torch", "relu", 1e-6)]
+    b = [_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", 2e-6, "float64"), _cell("numpy", "relu", 1e-6)]
     cmp = analysis.compare(a, b)
     assert [m["ratio"] for m in cmp["matched"]] == pytest.approx([1.5, 0.5])
     assert len(cmp["only_a"]) == len(cmp["only_b"]) == 1
