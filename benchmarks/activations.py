@@ -22,8 +22,9 @@ it (it is recorded); to benchmark without it, unset it on the command line of th
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
 Default grid on a CPU: 4 activations × 2 impls × 2 directions × 5 sizes (1e3..1e7) × 2 dtypes (float32,
-bfloat16) × 2 modes (numpy: eager only), 1120 cells; --full adds float16 and float64 (issue 5's whole grid, 2240
-cells, 34 min on the 2-core reference machine under load); --device gpu on a machine with a GPU (sizes to 1e8).
+bfloat16) × 2 modes (numpy: eager only), 1120 cells, about 10 min on the 2-core reference machine; --full adds
+float16 and float64 (issue 5's whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
+--device gpu on a machine with a GPU (sizes to 1e8).
 
 Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
 threshold (at most 32 MiB) with fresh pages from the kernel, so at n = 1e7 float32 and above every call also pays
