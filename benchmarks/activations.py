@@ -1,0 +1,324 @@
+"""`gelulab bench` / `python -m benchmarks.activations`: activation speed per backend against the copy bandwidth.
+
+Times every activation of the catalogue (core.activations) in every selected backend over the grid of
+benchmarks/grid.py (impl × direction × size × dtype × mode × device), with the shared timer of
+benchmarks/timer.py and the framework hooks of backends/<name>/bench.py, and reports each cell as elements/s,
+effective GB/s and % of the copy bandwidth measured in the same run (benchmarks/bandwidth.py), plus the
+GELU ÷ ReLU and formula ÷ builtin ratios (benchmarks/analysis.py).
+
+Usage:
+  python -m benchmarks.activations [filters] [--quick] [--out DIR]       (also: gelulab bench ...)
+  gelulab bench compare A.json B.json          B ÷ A per cell (filters go before `compare`)
+  filters: --backend --device --mode --activation --impl --direction --dtype --size, each repeatable or
+  comma-separated (e.g. --size 1e6,1e7 --dtype float32); GELULAB_BACKEND selects backends when --backend is absent,
+  GELULAB_DEVICE the device when --device is absent.
+
+Outputs (default results/bench/): bench.json (environment: CPU, cores, threads and versions; every cell;
+ratios), bench.md (tables), throughput_<backend>_<dtype>.png (log-log throughput vs size with the bandwidth line).
+
+Threads: GELULAB_THREADS (default 1, or --threads) is applied to every framework when its backend is loaded, and
+the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
+it (it is recorded); to benchmark without it, unset it on the command line of that one run:
+`env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
+
+Default grid on a CPU: 4 activations × 2 impls × 2 directions × 5 sizes (1e3..1e7) × 2 dtypes (float32,
+bfloat16) × 2 modes (numpy: eager only), 1120 cells, about 10 min on the 2-core reference machine; --full adds
+float16 and float64 (issue 5's whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
+--device gpu on a machine with a GPU (sizes to 1e8).
+
+Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
+threshold (at most 32 MiB) with fresh pages from the kernel, so at n = 1e7 float32 and above every call also pays
+the page faults of its output. Measured here (torch, float32, n = 1e7): F.relu 21 ms, torch.clamp_min(out=...)
+into a preallocated buffer 5.7 ms; with MALLOC_MMAP_THRESHOLD_=4294967296 in the environment F.relu took 6.1 ms.
+The default run keeps the default allocator (what users get); "% copy same size" compares with a copy into a
+preallocated array, so the gap at 1e7 is mostly this cost.
+
+Training-step benchmark (issue 5, fourth bullet) is not in this module yet: it needs the moons MLP step of
+backends/<fw>/moons.py. The hook for it: build the step there, time it with `benchmarks.timer.measure(step,
+backends.<fw>.bench.sync, config, probe=...)` exactly as `benchmarks.runner.run_cell` times an activation, and add
+its rows under result["train_step"] in `run_grid`; report.markdown and the JSON schema take extra keys unchanged.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from itertools import groupby
+from pathlib import Path
+
+from tqdm import tqdm
+
+from benchmarks import analysis, plots, report
+from benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
+from benchmarks.grid import GridSpec, spec_from_filters
+from benchmarks.runner import hooks, input_array, run_group, sync_overhead
+from benchmarks.timer import QUICK, TimerConfig
+from core import config
+from core.dtypes import get_dtype
+from core.report import atomic_write_text, environment, write_json
+
+SCHEMA = "gelulab.bench/1"
+FILTERS = ("backend", "device", "mode", "activation", "impl", "direction", "dtype", "size")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the grid filters and options to `parser`, and the `compare A.json B.json` subcommand."""
+    for axis in FILTERS:
+        parser.add_argument(f"--{axis}", action="append", metavar="V[,V...]",
+                            help=f"only these {axis} values (repeatable or comma-separated)")
+    parser.add_argument("--full", action="store_true",
+                        help="issue 5's whole grid: all four dtypes (default: float32 and bfloat16)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (under a minute)")
+    parser.add_argument("--out", default="results/bench", help="output folder (default results/bench)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads per framework (sets GELULAB_THREADS before the backends load; default 1)")
+    parser.add_argument("--copy-mib", type=int, default=None,
+                        help="MiB of each array of the copy-bandwidth measurement (default 1024; --quick 64)")
+    parser.add_argument("--min-run-s", type=float, default=None,
+                        help="least seconds of timed blocks per cell (default 0.1; --quick 0.01)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the input draws (default 0)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    sub = parser.add_subparsers(dest="bench_command", metavar="compare")
+    cmp = sub.add_parser("compare", help="B ÷ A of the median time per call, cell by cell, for tracking a change",
+                         argument_default=argparse.SUPPRESS)
+    cmp.add_argument("a", help="bench.json of the baseline run")
+    cmp.add_argument("b", help="bench.json of the run to compare")
+
+
+def _spec(args, installed=config.BACKEND_NAMES) -> GridSpec:
+    return spec_from_filters(backends=args.backend, devices=args.device, modes=args.mode,
+                             activations=args.activation, impls=args.impl, directions=args.direction,
+                             dtypes=args.dtype, sizes=args.size, quick=args.quick, full=args.full,
+                             installed=installed)
+
+
+def _positive(name: str, value, kind=float):
+    if value is not None and not (isinstance(value, (int, float)) and value > 0):
+        raise ValueError(f"--{name}={value!r}; expected a positive {kind.__name__}")
+    return value
+
+
+def timer_config(args) -> TimerConfig:
+    """The TimerConfig of a run: QUICK for --quick, the default otherwise; --min-run-s overrides min_run_s."""
+    base = QUICK if args.quick else TimerConfig()
+    if args.min_run_s is None:
+        return base
+    return TimerConfig(**{**base.__dict__, "min_run_s": _positive("min-run-s", args.min_run_s)})
+
+
+def new_grid_info() -> dict:
+    """The empty record run_grid fills: backends used, backends skipped, threads, sync overheads, device copies."""
+    return {"backends": [], "skipped": [], "threads_in_effect": {}, "sync_overhead_s": {}, "device_copy": {}}
+
+
+def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None = None, *, seed: int = 0,
+             progress: bool = True, copy_bytes: int = 1 << 30) -> dict:
+    """Run every cell of `spec`, appending each result row to `rows` and each fact to `info` (new_grid_info())
+    as soon as it is known, so a caller keeps them if the run is interrupted. Returns `info`.
+
+    Devices run one after another, backends in canonical order (torch before tensorflow). A backend that is not
+    installed or lacks the device is skipped with its reason (info["skipped"]), never fatal. On a GPU or TPU the
+    backend's own device copy is measured first (`copy_bytes` per array, then at each size) as its reference:
+    info["device_copy"]["<backend>/<device>"] = {"gbps", "nbytes", "curve"}.
+    """
+    from backends import BackendUnavailable, get_backend
+
+    info = new_grid_info() if info is None else info
+    for device in spec.devices:
+        for name in spec.backends:
+            try:
+                backend = get_backend(name, device)
+                bench = hooks(name)
+            except (BackendUnavailable, RuntimeError, ImportError) as e:
+                info["skipped"].append({"backend": name, "device": device, "reason": str(e).splitlines()[0]})
+                print(f"gelulab bench: skipping {name} on {device}: {info['skipped'][-1]['reason']}",
+                      file=sys.stderr)
+                continue
+            # setup is idempotent; calling it again re-selects this device if another device of the same
+            # framework ran since the backend was loaded (the frameworks keep the device in module state)
+            backend.module.setup(device, config.threads())
+            info["backends"].append(backend)
+            tag = f"{name}/{device}"
+            info["threads_in_effect"][tag] = bench.threads()
+            if device != "cpu":
+                big = framework_copy(bench, backend, [copy_bytes], timer)
+                info["device_copy"][tag] = {"gbps": big[copy_bytes], "nbytes": copy_bytes,
+                                            "curve": framework_copy(bench, backend, _nbytes(spec, device), timer)}
+            cells = tqdm(spec.cells(name, device, backend.modes), desc=f"{name:>10} {device}",
+                         disable=not progress, leave=False, file=sys.stderr)
+            _run_cells(backend, bench, cells, timer, rows, info, seed)
+    return info
+
+
+def _run_cells(backend, bench, cells, timer: TimerConfig, rows: list, info: dict, seed: int) -> None:
+    """Time `cells` of one backend (in grid order) group by group: the cells sharing dtype, size, mode and
+    direction are timed side by side (runner.run_group) on one input created on the device before them."""
+    tag = f"{backend.name}/{backend.device}"
+    inputs: dict = {}
+    for _, group in groupby(cells, key=lambda c: (c.dtype, c.size, c.mode, c.direction)):
+        group = list(group)
+        key = (group[0].dtype, group[0].size)
+        if key not in inputs:
+            inputs.clear()  # one input alive at a time (1e8 float64 is 800 MB)
+            try:
+                inputs[key] = bench.device_input(backend, input_array(*key, seed)), None
+            except Exception as e:  # noqa: BLE001 - a dtype the device lacks: its cells record why
+                inputs[key] = None, f"input: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        x, x_error = inputs[key]
+        if x is None:
+            rows += [{**c.as_dict(), "status": "error", "error": x_error} for c in group]
+            continue
+        if tag not in info["sync_overhead_s"]:
+            info["sync_overhead_s"][tag] = sync_overhead(bench, x, timer)
+        rows += run_group(backend, bench, group, x, timer)
+
+
+def _nbytes(spec: GridSpec, device: str) -> set[int]:
+    """Bytes of one input array for every (size, dtype) of the grid on `device`."""
+    return {s * get_dtype(d).np_dtype.itemsize for s in spec.sizes_for(device) for d in spec.dtypes}
+
+
+def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict, bw_start: dict, bw_end: dict,
+                 curve: dict, elapsed_s: float, argv: list) -> dict:
+    """The JSON-ready result: schema, command, environment, grid, timer, copy bandwidth, cells with throughput,
+    GELU ÷ ReLU and formula ÷ builtin ratios. The host copy bandwidth used is the best of the start and end
+    figures; cells on a GPU or TPU use their framework's device copy (grid_info["device_copy"])."""
+    best = max(bw_start["gbps"], bw_end["gbps"])
+    analysis.add_throughput(rows, {"gbps": best, "curve": curve}, grid_info["device_copy"])
+    return {
+        "schema": SCHEMA,
+        "command": argv,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "elapsed_s": elapsed_s,
+        "environment": environment(grid_info["backends"]),
+        "threads_in_effect": grid_info["threads_in_effect"],
+        "sync_overhead_s": grid_info["sync_overhead_s"],
+        "grid": {k: list(v) if v is not None else None for k, v in spec.__dict__.items()},
+        "timer": dict(timer.__dict__),
+        "copy_bandwidth": {"gbps": best, "start_gbps": bw_start["gbps"], "end_gbps": bw_end["gbps"],
+                           "nbytes": bw_start["nbytes"], "repeats": bw_start["repeats"],
+                           "start": bw_start, "end": bw_end},
+        "copy_curve_gbps": curve,
+        "device_copy": grid_info["device_copy"],
+        "cells": rows,
+        "ratios": {"gelu_over_relu": analysis.gelu_over_relu(rows),
+                   "formula_over_builtin": analysis.formula_over_builtin(rows)},
+        "skipped": grid_info["skipped"],
+    }
+
+
+def write_outputs(result: dict, out: Path, with_plots: bool = True) -> list[Path]:
+    """Write out/bench.json (atomic), out/bench.md and the PNG plots; returns the paths written."""
+    paths = [write_json(out / "bench.json", result), atomic_write_text(out / "bench.md", report.markdown(result))]
+    if with_plots:
+        paths += plots.all_plots(result, out)
+    return paths
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop_on_sigterm():
+    """Make SIGTERM stop the grid like Ctrl-C (the cells measured so far are written); returns the previous
+    handler, or None when not in the main thread (where Python allows no handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
+def run(args) -> int:
+    """Run the benchmark (or `compare`) for parsed `args`; returns the exit code (0: at least one cell timed).
+    Raises ValueError for a bad filter or option before anything is timed."""
+    if getattr(args, "bench_command", None) == "compare":
+        return compare_command(args)
+    if _positive("threads", args.threads, int) is not None:
+        os.environ["GELULAB_THREADS"] = str(args.threads)
+    from backends import installed_backends
+
+    spec = _spec(args, installed_backends())
+    timer = timer_config(args)
+    copy_bytes = (_positive("copy-mib", args.copy_mib, int) or (64 if args.quick else 1024)) * 2**20
+    out = Path(args.out)
+    start, load_start = time.perf_counter(), os.getloadavg()
+    bw_start = copy_bandwidth(copy_bytes)
+    curve = copy_curve(_nbytes(spec, "cpu") if "cpu" in spec.devices else (), timer)
+    rows: list = []
+    grid_info = new_grid_info()
+    interrupted = False
+    previous = _stop_on_sigterm()
+    try:
+        run_grid(spec, timer, rows, grid_info, seed=args.seed, copy_bytes=copy_bytes)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"gelulab bench: interrupted; writing the {len(rows)} cells measured", file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    result = build_result(rows, spec, timer, grid_info, bw_start, copy_bandwidth(copy_bytes), curve,
+                          time.perf_counter() - start, sys.argv)
+    result["interrupted"] = interrupted
+    result["load_average"] = {"start": load_start, "end": os.getloadavg()}  # 1, 5, 15 min: other work on the machine
+    paths = write_outputs(result, out, with_plots=not args.no_plots)
+    dtype, sizes = report.focus(result)
+    for size in sizes:
+        print(report.ratio_tables(result, dtype, size))
+    ok = sum(r["status"] == "ok" for r in rows)
+    print(f"{ok}/{len(rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
+          f"{result['copy_bandwidth']['gbps']:.3g} GB/s; wrote {', '.join(str(p) for p in paths[:2])} and "
+          f"{len(paths) - 2} plots")
+    return 0 if ok and not interrupted else 1
+
+
+def load_cells(path: str) -> list[dict]:
+    """Cells of a bench.json; raises ValueError when the file is missing, not JSON or not a gelulab bench result."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read benchmark result {path!r}: {e}") from e
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"{path!r} is not a gelulab bench result (expected schema {SCHEMA!r})")
+    return data["cells"]
+
+
+def selected(cell: dict, spec: GridSpec, devices=None) -> bool:
+    """Whether a result cell lies in the filtered grid `spec` (any device when `devices` is None, any size when
+    spec.sizes is None)."""
+    axes = {"backend": spec.backends, "mode": spec.modes, "activation": spec.activations, "impl": spec.impls,
+            "direction": spec.directions, "dtype": spec.dtypes, "device": devices, "size": spec.sizes}
+    return all(values is None or cell[axis] in values for axis, values in axes.items())
+
+
+def compare_command(args) -> int:
+    """Print B ÷ A per cell (Markdown) for the cells that the command-line filters select (all cells without
+    filters); returns 0, or 1 when no cell is in both files."""
+    a, b = load_cells(args.a), load_cells(args.b)
+    # only explicit filters apply here: not GELULAB_BACKEND, --quick or the default dtypes of a run
+    spec = spec_from_filters(backends=args.backend or list(config.BACKEND_NAMES), devices=args.device,
+                             modes=args.mode, activations=args.activation, impls=args.impl,
+                             directions=args.direction, dtypes=args.dtype, sizes=args.size, full=True)
+    devices = spec.devices if args.device else None
+    cmp = analysis.compare([c for c in a if selected(c, spec, devices)], [c for c in b if selected(c, spec, devices)])
+    print(report.compare_table(cmp))
+    return 0 if cmp["matched"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.activations`: the same as `gelulab bench`."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.activations", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as e:
+        print(f"gelulab bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
