@@ -19,7 +19,7 @@ from core.known_faults import known_fault
 from core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
 from core.reference import reference
 from core.regions import REGIONS, region
-from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, tolerance
+from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, in_root_window, tolerance
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,10 @@ def _elementwise_ok(result: CellResult, tol) -> np.ndarray:
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     ulp = ulp_distance(a, e, g.dtype)
     err = abs_error(a, e)
-    ok = err <= tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e64), e64, 0.0))
+    atol = tol.atol
+    if g.order > 0 and tol.atol_root > tol.atol:
+        atol = np.where(in_root_window(g.order, result.x), tol.atol_root, tol.atol)
+    ok = err <= atol + tol.rtol * np.abs(np.where(np.isfinite(e64), e64, 0.0))
     if tol.max_ulp >= 0:
         ok |= ulp <= tol.max_ulp
     if g.order == 0:  # the sign of a zero result is part of the contract (gelu(-0) = -0, gelu(-inf) = -0)

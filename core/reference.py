@@ -5,7 +5,8 @@ GELU) and its first and second derivatives, in closed form (the catalogue entry'
 `PRECISION_BITS` bits of working precision; at +-inf the catalogue's `limits` are returned.
 
 The result is rounded to the target dtype correctly (round to nearest): the float64 rounding of the mpmath value
-is moved to whichever neighbour in the target dtype is nearest the mpmath value. Results are cached per
+is moved to whichever neighbour in the target dtype is nearest the mpmath value, the distances computed exactly
+(mpmath.fsub(..., exact=True)), so a value just above a tie (x/2 + x^2/sqrt(2 pi) for a subnormal x) rounds up. Results are cached per
 (activation, order, x) so repeated grids cost nothing.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from core.activations import get_activation
 from core.dtypes import get_dtype
 
-PRECISION_BITS = 160  # ~48 decimal digits; every reference value here is far from a rounding tie at this precision
+PRECISION_BITS = 160  # ~48 decimal digits, plus -log2|x| bits for tiny |x| (see _reference_mp)
 
 def reference_mp(key: str, order: int, x: float):
     """The exact value (as an mpmath mpf, or a Python float at +-inf/nan) of activation `key`'s `order`-th derivative.
@@ -44,7 +45,10 @@ def _reference_mp(key, order, x):
     if math.isinf(x):
         lo, hi = act.limits[order]
         return hi if x > 0 else lo
-    with mpmath.workprec(PRECISION_BITS):
+    # near 0, f(x) = x/2 + x^2/sqrt(2 pi) + ...: the x^2 term decides the rounding of x/2's ties, so the working
+    # precision grows with -log2|x| (1234 bits for the smallest float64 subnormal)
+    extra = max(0, -math.frexp(x)[1]) if x != 0 and math.isfinite(x) else 0
+    with mpmath.workprec(PRECISION_BITS + extra):
         if x == 0 and order == 0:
             return 0.0 if key == "relu" else x  # GELU(+-0) = +-0 (mpmath has no signed zero); ReLU(+-0) = +0
         if act.op == "gelu" and abs(x) > FAR:
@@ -67,6 +71,12 @@ def _far(x: float, order: int):
     return neg_tiny
 
 
+def _exact_distance(candidate: float, v):
+    """|candidate - v| without rounding (abs() and unary minus would round to mpmath's working precision)."""
+    d = mpmath.fsub(mpmath.mpf(candidate), v, exact=True)
+    return d if d >= 0 else mpmath.fneg(d, exact=True)
+
+
 def round_to_dtype(v, dtype: str):
     """Round an mpmath value (or a float) to the nearest value of `dtype`; returns a numpy scalar of that dtype."""
     dt = get_dtype(dtype).np_dtype
@@ -75,13 +85,13 @@ def round_to_dtype(v, dtype: str):
     cand = np.array(float(v)).astype(dt)  # within one ULP of the correct rounding
     if not np.isfinite(cand.astype(np.float64)):
         return cand[()]
-    best, best_err = cand, abs(mpmath.mpf(float(cand)) - v)
+    best, best_err = cand, _exact_distance(float(cand), v)
     for direction in (-np.inf, np.inf):
         with np.errstate(over="ignore"):
             n = np.nextafter(cand, np.array(direction, dtype=dt))
         if not np.isfinite(np.float64(n)):
             continue
-        err = abs(mpmath.mpf(float(n)) - v)
+        err = _exact_distance(float(n), v)
         if err < best_err:
             best, best_err = n, err
     out = np.array(best, dtype=dt)

@@ -33,8 +33,11 @@ def underflow_point(dtype: str) -> float:
 
 
 def negative_tail(dtype: str) -> np.ndarray:
-    """From -10 down past the point where the true value underflows in `dtype` (600 points, linear)."""
-    return _as(np.linspace(1.02 * underflow_point(dtype), -3.0, 600), dtype)
+    """From -3 down past the point where the true value underflows in `dtype` (600 points, linear), plus 200
+    points on each of [-21.6, -20.8] and [-38.6, -37.2], where the tanh form's sigmoid and exact GELU's erfc
+    become subnormal in float64 before the result does."""
+    dense = np.concatenate([np.linspace(-21.6, -20.8, 200), np.linspace(-38.6, -37.2, 200)])
+    return _as(np.concatenate([np.linspace(1.02 * underflow_point(dtype), -3.0, 600), dense]), dtype)
 
 
 def tiny(dtype: str) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.special
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,7 +64,8 @@ def test_relu_odd_part_is_identity_exactly(backend, impl):
 def test_approximations_stay_close_to_exact(backend, impl, key, bound):
     @given(_arrays(-50.0, 50.0, "float64"))
     def prop(xs):
-        exact, _ = _f(backend, "gelu_none", "formula", xs, "float64")
+        x = np.asarray(xs, dtype=np.float64)
+        exact = x * scipy.special.ndtr(x)  # float64 x Phi(x), ~1e-16 |x| absolute: far below the bounds
         approx, _ = _f(backend, key, impl, xs, "float64")
         assert np.all(np.abs(approx - exact) <= bound)
 

@@ -116,4 +116,6 @@ def compile(fn):
     cfg = torch._dynamo.config
     cfg.recompile_limit = max(cfg.recompile_limit, 4096)
     cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 16384)
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        cfg.fail_on_recompile_limit_hit = True  # never a silent eager fallback
     return torch.compile(fn, dynamic=False)
