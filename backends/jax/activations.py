@@ -7,7 +7,9 @@ sigmoid-form GELU, so its builtin is x * jax.nn.sigmoid(1.702 * x).
 from __future__ import annotations
 
 import os
+import re
 
+from core import config
 from core.dtypes import get_dtype
 from core.formulas import SIGMOID_SCALE
 
@@ -22,7 +24,7 @@ def _xla_threads_flags(threads: int) -> None:
         ).strip()
 
 
-_xla_threads_flags(int(os.environ.get("GELULAB_THREADS", "1") or 1))
+_xla_threads_flags(config.threads())  # ValueError naming GELULAB_THREADS unless a positive integer
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +55,14 @@ def versions() -> dict:
     import optax
 
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__, "optax": optax.__version__}
+
+
+def threads() -> dict:
+    """XLA CPU threads in effect, read from XLA_FLAGS (set at import from GELULAB_THREADS):
+    {"intra_op": int or None, "xla_flags": str}."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    m = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
+    return {"intra_op": int(m.group(1)) if m else None, "xla_flags": flags}
 
 
 def jax_device():

@@ -28,7 +28,13 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"numpy": version, "scipy": version} (version strings)."""
     return {"numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def threads() -> dict:
+    """Threads in effect: numpy's elementwise ufuncs and scipy.special run on one thread ({"intra_op": 1})."""
+    return {"intra_op": 1}
 
 
 def asarray(a: np.ndarray, device: str) -> np.ndarray:

@@ -21,17 +21,20 @@ MODES = ("eager", "compiled")
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 _NAMES = {v: k for k, v in _TF.items()}
 _DEVICE = {"cpu": "/CPU:0", "gpu": "/GPU:0", "tpu": "/TPU:0"}
-_state = {"device": "/CPU:0"}
+_state = {"device": "/CPU:0", "threads_requested": None, "threads_applied": None}
 
 
 def setup(device: str, threads: int) -> None:
     """Set TF's intra/inter-op threads (only possible before TF's runtime starts; later calls keep the first
-    setting) and check the device; TF32 off. Raises RuntimeError when the device is absent."""
+    setting, and threads() then reports the count actually in force) and check the device; TF32 off.
+    Raises RuntimeError when the device is absent."""
+    _state["threads_requested"] = threads
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:
-        pass  # runtime already initialised: the threads are those it started with
+        _state["threads_applied"] = True
+    except RuntimeError:  # runtime already initialised: the threads are those it started with
+        _state["threads_applied"] = False
     tf.config.experimental.enable_tensor_float_32_execution(False)
     kind = {"cpu": "CPU", "gpu": "GPU", "tpu": "TPU"}[device]
     if not tf.config.list_logical_devices(kind):
@@ -40,9 +43,19 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"tensorflow": version, "keras": version} (version strings). Raises ImportError without keras."""
     import keras
 
     return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def threads() -> dict:
+    """TensorFlow's thread counts in force: {"intra_op": int, "inter_op": int (0: TF's default, one per core),
+    "requested": GELULAB_THREADS given to setup() or None, "applied": False when TF's runtime had already
+    started and the request could not take effect}."""
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "requested": _state["threads_requested"], "applied": _state["threads_applied"]}
 
 
 def tf_device() -> str:
