@@ -64,11 +64,14 @@ def tf_device() -> str:
 
 
 def asarray(a: np.ndarray, device: str):
+    """numpy array (any float dtype, any shape) -> tf.Tensor of the same dtype and shape placed on `device`
+    ("cpu", "gpu", "tpu")."""
     with tf.device(_DEVICE[device]):
         return tf.identity(tf.constant(np.asarray(a)))
 
 
 def to_numpy(x) -> np.ndarray:
+    """tf.Tensor -> numpy array of the same dtype and shape on the host."""
     return x.numpy()
 
 
@@ -82,6 +85,8 @@ def _const(v, dtype):
 
 
 def where(c, a, b):
+    """tf.where(c, a, b) with broadcasting; a Python-scalar branch becomes a constant of the other branch's dtype
+    (tf.where does not promote)."""
     ref = b if tf.is_tensor(b) else a
     a = a if tf.is_tensor(a) else _const(a, ref.dtype)
     b = b if tf.is_tensor(b) else _const(b, ref.dtype)
@@ -89,14 +94,19 @@ def where(c, a, b):
 
 
 def astype(x, name: str):
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16") with tf.cast; ValueError for another."""
     return tf.cast(x, _TF[get_dtype(name).name])
 
 
 def dtype_name(x) -> str:
+    """The gelulab dtype name of a tf.Tensor ("float64", "float32", "bfloat16", "float16"); KeyError for
+    another TF dtype."""
     return _NAMES[x.dtype]
 
 
 def wide(name: str) -> str:
+    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 
 
