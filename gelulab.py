@@ -54,7 +54,7 @@ def run(args) -> int:
     env = environment(backends)
     text = (
         "# gelulab run\n\n"
-        f"Backends: {', '.join(names)}; {env['threads']} thread(s) each; {env['cpu']}. "
+        f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
         f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s.\n\n"
         "## Parity summary\n\n"
         f"{len(pdata['cells'])} cells (eager), {pdata['n_flagged']} beyond tolerance, {pdata['n_known']} of them "
@@ -63,6 +63,7 @@ def run(args) -> int:
         + "\n![errors](parity/errors_order0.png)\n\n## Moons\n\n"
         + (out / "moons" / "report.md").read_text().replace("](", "](moons/")
         + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
         + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
     )
     atomic_write_text(out / "report.md", text)

@@ -261,7 +261,7 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         "# gelulab parity report\n\n",
         (f"{len(rows)} cells (backend x impl x activation x dtype x mode x order x region), {n_flag} beyond "
         f"tolerance, {n_known} of them known upstream faults; {elapsed:.0f} s on {env['cpu']} "
-        f"({env['threads']} thread(s)).\n\n"),
+        f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions).\n\n"),
         "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
         "own formula). ULP = units in the last place of the target dtype. Regions: "
         + ", ".join(REGIONS) + ".\n\n## Summary (eager, finite inputs)\n\n", summary,
@@ -271,7 +271,8 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         "\n## The vector-fill case\n\n", tail_point_table(raw),
         "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
                                                         for o in OVERRIDES),
-        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items()),
+        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items()),
         f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",
     ]
     if plots:
