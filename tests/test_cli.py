@@ -89,3 +89,15 @@ def test_missing_framework_is_a_clean_error(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr("experiments.parity.get_backend", unavailable)
     rc, err = _main(capsys, *SMALL, "--dtype", "float16", "--out", str(tmp_path))
     assert rc == 2 and err == "gelulab parity: error: backend 'numpy' is not available; install it with: pip install x\n"
+
+
+def test_filtered_plot_has_only_the_selected_panels(tmp_path):
+    import matplotlib.image
+
+    argv = ["parity", "--backend", "numpy", "--activation", "gelu_tanh", "--dtype", "float16", "--order", "0",
+            "--out", str(tmp_path)]
+    assert gelulab.main(argv) == 0
+    h, w = matplotlib.image.imread(tmp_path / "errors_order0.png").shape[:2]
+    # one GELU form x one dtype: one panel of 4.2 x 3.0 inches at 90 dpi (plot_errors' figsize per panel)
+    assert (w, h) == (round(4.2 * 90), round(3.0 * 90))
+    assert "errors_order1.png" not in (tmp_path / "report.md").read_text()
