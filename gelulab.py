@@ -34,7 +34,7 @@ def run(args) -> int:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
     from backends import get_backend, selected_backends
     from core.moons import MoonsConfig
-    from core.report import environment, write_json
+    from core.report import atomic_write_text, environment, write_json
     from experiments import moons, parity
 
     if args.seeds < 1:
@@ -54,7 +54,7 @@ def run(args) -> int:
     env = environment(backends)
     text = (
         "# gelulab run\n\n"
-        f"Backends: {', '.join(names)}; {env['threads']} thread(s) each; {env['cpu']}. "
+        f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
         f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s.\n\n"
         "## Parity summary\n\n"
         f"{len(pdata['cells'])} cells (eager), {pdata['n_flagged']} beyond tolerance, {pdata['n_known']} of them "
@@ -63,9 +63,10 @@ def run(args) -> int:
         + "\n![errors](parity/errors_order0.png)\n\n## Moons\n\n"
         + (out / "moons" / "report.md").read_text().replace("](", "](moons/")
         + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
         + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
     )
-    (out / "report.md").write_text(text)
+    atomic_write_text(out / "report.md", text)
     write_json(out / "results.json", {
         "environment": env, "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "cells")},
         "moons": {k: v for k, v in results.items() if k != "boundaries"},
@@ -94,16 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `gelulab` console script; returns the process exit code."""
+    """Entry point of the `gelulab` console script; returns the process exit code (0 success, 2 bad
+    configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line)."""
     args = build_parser().parse_args(argv)
     if getattr(args, "_missing", None):
         print(args._missing, file=sys.stderr)
         return 2
+    from backends import BackendUnavailable, DeviceUnavailable
+
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)
-    except ValueError as e:  # bad configuration: a clear message, no traceback
-        print(f"gelulab {args.command}: error: {e}", file=sys.stderr)
+    except (ValueError, BackendUnavailable, DeviceUnavailable) as e:
+        # bad configuration, missing framework, absent device (backend setup): one clear line, no traceback
+        print(f"gelulab {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 
 

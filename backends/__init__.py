@@ -17,6 +17,10 @@ class BackendUnavailable(RuntimeError):
     """A named backend's framework is not installed (or failed to import); the message gives the install command."""
 
 
+class DeviceUnavailable(RuntimeError):
+    """The requested device (GELULAB_DEVICE / --device) is absent, or the backend cannot run on it."""
+
+
 @cache
 def _load(name: str, device: str) -> Backend:
     if name not in config.BACKEND_NAMES:
@@ -27,7 +31,10 @@ def _load(name: str, device: str) -> Backend:
         raise BackendUnavailable(
             f"backend {name!r} is not available ({e}); install it with: {config.INSTALL_HINT[name]}"
         ) from e
-    module.setup(device, config.threads())
+    try:
+        module.setup(device, config.threads())
+    except RuntimeError as e:
+        raise DeviceUnavailable(" ".join(str(e).split())) from e
     return Backend(name=name, device=device, module=module)
 
 
@@ -35,7 +42,8 @@ def get_backend(name: str, device: str | None = None) -> Backend:
     """The Backend for `name` ("numpy", "jax", "torch", "tensorflow") on `device` (default: GELULAB_DEVICE or cpu).
 
     Raises ValueError for an unknown name (listing the valid ones), BackendUnavailable when its framework is not
-    installed (naming the install command), RuntimeError when the device is not present.
+    installed (naming the install command), DeviceUnavailable (a RuntimeError) when the device is not
+    present or the backend cannot use it.
     """
     return _load(name, device or config.device())
 

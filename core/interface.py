@@ -78,11 +78,12 @@ class Backend:
         """The elementwise callable for catalogue entry `key`: its value (order 0) or its order-th derivative via
         the framework's autodiff, eager or compiled.
 
-        Raises ValueError for an unknown key, impl, order or mode (naming the accepted values).
+        Raises ValueError for an unknown key, impl, order (an int 0, 1 or 2: True and 1.0 are refused) or mode
+        (naming the accepted values).
         """
         act = get_activation(key)
         check_impl(impl)
-        if order not in ORDERS:
+        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order not in ORDERS:
             raise ValueError(f"order={order!r}; expected one of {list(ORDERS)}")
         if mode not in self.modes:
             raise ValueError(f"mode={mode!r} is not offered by backend {self.name!r}; expected one of {list(self.modes)}")

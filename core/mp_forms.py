@@ -27,6 +27,8 @@ def _phi(x):
 
 
 def relu(x, order):
+    """ReLU max(x, 0) (order 0), its derivative (order 1: 1 for x > 0, else 0) or 0 (order 2).
+    x: mpmath number; order: 0, 1 or 2; returns an mpmath number."""
     if order == 0:
         return x if x > 0 else mpmath.mpf(0)
     if order == 1:
@@ -35,6 +37,8 @@ def relu(x, order):
 
 
 def gelu_none(x, order):
+    """Exact GELU x Phi(x) (order 0), f' (1) or f'' (2) at x, closed forms of the module docstring (eq. 1).
+    x: mpmath number; order: 0, 1 or 2; returns an mpmath number at the working precision."""
     if order == 0:
         return x / 2 * mpmath.erfc(-x / mpmath.sqrt(2))
     if order == 1:
@@ -43,6 +47,8 @@ def gelu_none(x, order):
 
 
 def gelu_tanh(x, order):
+    """tanh-form GELU x sigma(2u) (order 0), f' (1) or f'' (2) at x (module docstring, sec. 2).
+    x: mpmath number; order: 0, 1 or 2; returns an mpmath number at the working precision."""
     c, a = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf("0.044715")
     u = c * (x + a * x**3)
     p, q = _sigma(2 * u), _sigma(-2 * u)
@@ -56,6 +62,8 @@ def gelu_tanh(x, order):
 
 
 def gelu_sigmoid(x, order):
+    """sigmoid-form GELU x sigma(1.702 x) (order 0), f' (1) or f'' (2) at x (module docstring, sec. 2).
+    x: mpmath number; order: 0, 1 or 2; returns an mpmath number at the working precision."""
     k = mpmath.mpf("1.702")
     p, q = _sigma(k * x), _sigma(-k * x)
     if order == 0:

@@ -30,7 +30,12 @@ def cpu_model() -> str:
 
 def environment(backends=()) -> dict:
     """Machine and versions: python, numpy, scipy, mpmath, each given Backend's framework versions, cores,
-    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set."""
+    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set.
+
+    "frameworks": {backend: {package: version}}; a missing optional package (ImportError in versions()) is
+    recorded as {package: "not installed"}. "threads_in_effect": {backend: the dict its activations module's
+    threads() returns} for backends that offer it (the count actually in force, e.g. TF's when its runtime had
+    started before GELULAB_THREADS could apply)."""
     import mpmath
     import scipy
     import sklearn
@@ -48,9 +53,16 @@ def environment(backends=()) -> dict:
         "device": config.device(),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "frameworks": {},
+        "threads_in_effect": {},
     }
     for b in backends:
-        env["frameworks"][b.name] = b.versions()
+        try:
+            env["frameworks"][b.name] = b.versions()
+        except ImportError as e:  # an optional package (e.g. flax, keras) is missing: record it, keep the report
+            env["frameworks"][b.name] = {e.name or b.name: "not installed"}
+        threads = getattr(b.module, "threads", None)
+        if threads is not None:
+            env["threads_in_effect"][b.name] = threads()
     return env
 
 

@@ -22,16 +22,20 @@ from core.known_faults import KNOWN_FAULTS
 from core.parity import check, evaluate, groups
 from core.reference import reference, reference_float
 from core.regions import ISSUE_TAIL_POINT, REGIONS
-from core.report import environment, fmt, markdown_table, write_json
+from core.report import atomic_write_text, environment, fmt, markdown_table, write_json
 from core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
 
 SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
 
 
 def _csv(value, allowed, name):
+    """Parse a comma-separated filter: None -> every allowed value; otherwise the named values, in order, without
+    repeats. Raises ValueError naming the option for an empty value or a value not in `allowed`."""
     if value is None:
         return tuple(allowed)
-    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not items:
+        raise ValueError(f"--{name} {value!r} is empty; expected one or more of {list(allowed)}")
     for v in items:
         if v not in [str(a) for a in allowed]:
             raise ValueError(f"--{name} {v!r} is not valid; expected one or more of {list(allowed)}")
@@ -186,8 +190,11 @@ def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [k for k in ACTIVATIONS if k != "relu"]
-    dts = list(DTYPES)
+    drawn = [g for g in raw if g.order == order and g.mode == "eager" and g.key != "relu"]
+    keys = [k for k in ACTIVATIONS if any(g.key == k for g in drawn)]
+    dts = [d for d in DTYPES if any(g.dtype == d for g in drawn)]
+    if not keys:
+        raise ValueError(f"plot_errors: no eager GELU result of order {order} to plot")
     fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False)
     colors = {"numpy": "tab:gray", "jax": "tab:blue", "torch": "tab:red", "tensorflow": "tab:orange"}
     for g, res in raw.items():
@@ -220,8 +227,11 @@ def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
                 ax.set_ylabel("max ULP error + 1 per bin")
             if i == len(keys) - 1:
                 ax.set_xlabel("x")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=8, frameon=False)
+    legend = {}
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, h)
+    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("error against the correctly rounded reference (normal-range results; eager)", y=0.93, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     path = out / f"errors_order{order}.png"
@@ -233,7 +243,9 @@ def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
 def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None,
                orders=ORDERS, plots: bool = True, progress: bool = True) -> dict:
     """Run the matrix and write report.md, parity.json and the plots into `out`. Returns the JSON dict
-    (with 'summary_md', the compact table `gelulab run` includes)."""
+    (with 'summary_md', the compact table `gelulab run` includes). Raises ValueError, before anything is written,
+    when the filters select no cell (see check_matrix)."""
+    check_matrix(backends, impls, keys, dtypes, modes, orders)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows, raw = collect(backends, impls, keys, dtypes, modes, orders, progress)
@@ -249,7 +261,7 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         "# gelulab parity report\n\n",
         (f"{len(rows)} cells (backend x impl x activation x dtype x mode x order x region), {n_flag} beyond "
         f"tolerance, {n_known} of them known upstream faults; {elapsed:.0f} s on {env['cpu']} "
-        f"({env['threads']} thread(s)).\n\n"),
+        f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions).\n\n"),
         "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
         "own formula). ULP = units in the last place of the target dtype. Regions: "
         + ", ".join(REGIONS) + ".\n\n## Summary (eager, finite inputs)\n\n", summary,
@@ -259,14 +271,18 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         "\n## The vector-fill case\n\n", tail_point_table(raw),
         "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
                                                         for o in OVERRIDES),
-        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items()),
+        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items()),
         f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",
     ]
     if plots:
-        paths = [plot_errors(raw, out, o) for o in orders if o in (0, 1)]
-        md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
+        plotted = [o for o in orders if o in (0, 1)
+                   and any(g.order == o and g.mode == "eager" and g.key != "relu" for g in raw)]
+        paths = [plot_errors(raw, out, o) for o in plotted]
+        if paths:
+            md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
     text = "".join(md)
-    (out / "report.md").write_text(text)
+    atomic_write_text(out / "report.md", text)
     data = {
         "environment": env, "elapsed_s": elapsed, "cells": rows, "behaviour": behaviour_js,
         "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
@@ -278,19 +294,50 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
     return data
 
 
-def run(args) -> int:
-    """Entry point of `gelulab parity`. Returns 0 (flagged cells are findings, not failures of the command)."""
-    names = list(_csv(args.backend, config.BACKEND_NAMES, "backend")) if args.backend else selected_backends()
-    device = args.device or config.device()
+def check_matrix(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None,
+                 orders=ORDERS) -> None:
+    """Raise ValueError, naming the option at fault, when the filters select no cell: no backend offers a
+    requested mode (e.g. --mode compiled with numpy alone), or no backend has a requested builtin."""
+    offered = {b.name: list(b.modes) for b in backends}
+    if modes is not None and not any(m in b.modes for b in backends for m in modes):
+        raise ValueError(f"--mode {','.join(modes)}: no selected backend offers it (modes offered: {offered})")
+    if groups(backends, impls, keys, dtypes, modes, orders):
+        return
+    if tuple(impls) == ("builtin",):
+        raise ValueError(f"--impl builtin: no selected backend ({list(offered)}) has a builtin for "
+                         f"{list(keys)}; add --impl formula")
+    raise ValueError(f"the filters select no cell (backends {list(offered)}, impl {list(impls)}, activation "
+                     f"{list(keys)}, dtype {list(dtypes)}, mode {modes}, order {list(orders)})")
+
+
+def parse_filters(args) -> dict:
+    """The command-line filters checked and normalised (repeats dropped) before any framework is imported:
+    {"backends": names or None (GELULAB_BACKEND), "device", "impls", "keys", "dtypes", "modes" (None: each
+    backend's own), "orders"}. Raises ValueError naming the option for an empty or unknown value."""
+    device = config.device() if args.device is None else args.device.strip().lower()
     if device not in config.DEVICES:
-        raise ValueError(f"--device {device!r}; expected one of {list(config.DEVICES)}")
-    backends = [get_backend(n, device) for n in names]
-    modes = _csv(args.mode, ("eager", "compiled"), "mode") if args.mode else None
-    data = run_parity(
-        backends, Path(args.out), impls=_csv(args.impl, IMPLS, "impl"),
-        keys=_csv(args.activation, tuple(ACTIVATIONS), "activation"), dtypes=_csv(args.dtype, tuple(DTYPES), "dtype"),
-        modes=modes, orders=tuple(int(o) for o in _csv(args.order, ORDERS, "order")), plots=not args.no_plots,
-    )
+        raise ValueError(f"--device {args.device!r}: expected one of {list(config.DEVICES)}")
+    return {
+        "backends": list(_csv(args.backend, config.BACKEND_NAMES, "backend")) if args.backend is not None else None,
+        "device": device,
+        "impls": _csv(args.impl, IMPLS, "impl"),
+        "keys": _csv(args.activation, tuple(ACTIVATIONS), "activation"),
+        "dtypes": _csv(args.dtype, tuple(DTYPES), "dtype"),
+        "modes": _csv(args.mode, ("eager", "compiled"), "mode") if args.mode is not None else None,
+        "orders": tuple(int(o) for o in _csv(args.order, ORDERS, "order")),
+    }
+
+
+def run(args) -> int:
+    """Entry point of `gelulab parity`. Returns 0 (flagged cells are findings, not failures of the command).
+
+    Raises ValueError (bad or empty filter, empty matrix) before any framework is imported or any report is
+    written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device is missing."""
+    f = parse_filters(args)
+    names = f["backends"] or selected_backends()
+    backends = [get_backend(n, f["device"]) for n in names]
+    data = run_parity(backends, Path(args.out), impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],
+                      modes=f["modes"], orders=f["orders"], plots=not args.no_plots)
     print(data["summary_md"])
     print(f"{len(data['cells'])} cells, {data['n_flagged']} beyond tolerance ({data['n_known']} known faults); "
           f"report: {Path(args.out) / 'report.md'}")

@@ -94,3 +94,20 @@ def test_bad_environment_values(monkeypatch):
 
 def test_bfloat16_is_ml_dtypes():
     assert DTYPES["bfloat16"].np_dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.0, 0.0, "1", None])
+def test_order_must_be_an_int(bad, backend):
+    # bools are ints in Python (True == 1) and 1.0 == 1: both would slip past a membership test
+    with pytest.raises(ValueError, match=f"order={bad!r}; expected one of \\[0, 1, 2\\]"):
+        backend.function("gelu_none", order=bad)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_zero_dimensional_array_stays_zero_dimensional(dtype, backend):
+    a = np.array(-1.5, dtype=DTYPES[dtype].np_dtype)
+    x = backend.asarray(a)
+    back = backend.to_numpy(x)
+    assert back.shape == () and back.dtype == a.dtype and float(back) == -1.5
+    y = backend.to_numpy(backend.function("relu")(x))
+    assert y.shape == () and float(y) == 0.0  # ReLU(-1.5) = max(-1.5, 0) = 0

@@ -7,7 +7,9 @@ sigmoid-form GELU, so its builtin is x * jax.nn.sigmoid(1.702 * x).
 from __future__ import annotations
 
 import os
+import re
 
+from core import config
 from core.dtypes import get_dtype
 from core.formulas import SIGMOID_SCALE
 
@@ -22,7 +24,7 @@ def _xla_threads_flags(threads: int) -> None:
         ).strip()
 
 
-_xla_threads_flags(int(os.environ.get("GELULAB_THREADS", "1") or 1))
+_xla_threads_flags(config.threads())  # ValueError naming GELULAB_THREADS unless a positive integer
 
 import jax
 import jax.numpy as jnp
@@ -48,11 +50,21 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"jax", "jaxlib", "flax", "optax": version strings}. Raises ImportError without flax or optax
+    (core.report.environment records it as not installed)."""
     import flax
     import jaxlib
     import optax
 
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__, "optax": optax.__version__}
+
+
+def threads() -> dict:
+    """XLA CPU threads in effect, read from XLA_FLAGS (set at import from GELULAB_THREADS):
+    {"intra_op": int or None, "xla_flags": str}."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    m = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
+    return {"intra_op": int(m.group(1)) if m else None, "xla_flags": flags}
 
 
 def jax_device():
@@ -61,10 +73,13 @@ def jax_device():
 
 
 def asarray(a: np.ndarray, device: str):
+    """numpy array (any float dtype, any shape) -> jax.Array of the same dtype and shape on the device chosen in
+    setup() (`device` is that same name; placement uses jax_device())."""
     return jax.device_put(np.asarray(a), jax_device())
 
 
 def to_numpy(x) -> np.ndarray:
+    """jax.Array -> numpy array of the same dtype and shape, copied to the host."""
     return np.asarray(jax.device_get(x))
 
 
@@ -72,18 +87,23 @@ def to_numpy(x) -> np.ndarray:
 
 
 def where(c, a, b):
+    """jnp.where(c, a, b), elementwise with broadcasting."""
     return jnp.where(c, a, b)
 
 
 def astype(x, name: str):
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another."""
     return x.astype(get_dtype(name).np_dtype)
 
 
 def dtype_name(x) -> str:
+    """The gelulab dtype name of a jax.Array ("float64", "float32", "bfloat16", "float16")."""
     return get_dtype(x.dtype).name
 
 
 def wide(name: str) -> str:
+    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide), except float32 on a TPU, which has no
+    float64 and stays float32."""
     if name == "float32" and jax_device().platform == "tpu":
         return "float32"  # TPUs have no float64: float32 inputs are computed in float32 there
     return get_dtype(name).wide

@@ -7,12 +7,11 @@ them, so a count that grows during the timed loop means it recompiled there.
 """
 from __future__ import annotations
 
-import os
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from backends.jax.activations import threads  # noqa: F401 - the bench hook, defined once
 
 
 def sync(y) -> None:
@@ -42,10 +41,3 @@ def compile_stats(fn) -> dict:
     if not hasattr(fn, "_cache_size"):
         raise ValueError(f"{fn!r} is not a jax.jit function (no _cache_size)")
     return {"compiles": int(fn._cache_size())}
-
-
-def threads() -> dict:
-    """XLA CPU threads in effect, read from XLA_FLAGS (set by backends/jax/activations.py from GELULAB_THREADS)."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    m = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
-    return {"intra_op": int(m.group(1)) if m else None, "xla_flags": flags}

@@ -28,14 +28,22 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"numpy": version, "scipy": version} (version strings)."""
     return {"numpy": np.__version__, "scipy": scipy.__version__}
 
 
+def threads() -> dict:
+    """Threads in effect: numpy's elementwise ufuncs and scipy.special run on one thread ({"intra_op": 1})."""
+    return {"intra_op": 1}
+
+
 def asarray(a: np.ndarray, device: str) -> np.ndarray:
+    """numpy array (any float dtype, any shape) -> a numpy copy of the same dtype and shape (host only)."""
     return np.array(a, copy=True)
 
 
 def to_numpy(x) -> np.ndarray:
+    """numpy array or scalar -> numpy array, dtype and shape unchanged (no copy)."""
     return np.asarray(x)
 
 
@@ -43,32 +51,41 @@ def to_numpy(x) -> np.ndarray:
 
 
 def where(c, a, b):
+    """np.where(c, a, b) (any broadcastable shapes), cast back to the dtype of the array operand (b, else a)
+    so Python-scalar branches do not widen float16/bfloat16 results."""
     out = np.where(c, a, b)
     ref = b if isinstance(b, np.ndarray) else a
     return out.astype(ref.dtype, copy=False) if isinstance(ref, np.ndarray) else out
 
 
 def astype(x, name: str):
+    """x as a numpy array of dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another."""
     return np.asarray(x).astype(get_dtype(name).np_dtype)
 
 
 def dtype_name(x) -> str:
+    """The gelulab dtype name of x ("float64", "float32", "bfloat16", "float16")."""
     return np.asarray(x).dtype.name
 
 
 def wide(name: str) -> str:
+    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 
 
 def erfc(x):
+    """Complementary error function erfc(x) = 1 - erf(x), elementwise (scipy.special.erfc), x's dtype."""
     return scipy.special.erfc(x)
 
 
 def exp(x):
+    """Elementwise e**x (np.exp), x's dtype."""
     return np.exp(x)
 
 
 def sigmoid(x):
+    """Logistic sigmoid 1 / (1 + e**-x), elementwise (scipy.special.expit), x's dtype."""
     return scipy.special.expit(x)
 
 
@@ -127,4 +144,5 @@ def derivative(fn, activation):
 
 
 def compile(fn):
+    """numpy has no compiler: always raises ValueError."""
     raise ValueError("the numpy backend has no compiled mode")

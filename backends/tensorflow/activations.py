@@ -21,17 +21,20 @@ MODES = ("eager", "compiled")
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 _NAMES = {v: k for k, v in _TF.items()}
 _DEVICE = {"cpu": "/CPU:0", "gpu": "/GPU:0", "tpu": "/TPU:0"}
-_state = {"device": "/CPU:0"}
+_state = {"device": "/CPU:0", "threads_requested": None, "threads_applied": None}
 
 
 def setup(device: str, threads: int) -> None:
     """Set TF's intra/inter-op threads (only possible before TF's runtime starts; later calls keep the first
-    setting) and check the device; TF32 off. Raises RuntimeError when the device is absent."""
+    setting, and threads() then reports the count actually in force) and check the device; TF32 off.
+    Raises RuntimeError when the device is absent."""
+    _state["threads_requested"] = threads
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:
-        pass  # runtime already initialised: the threads are those it started with
+        _state["threads_applied"] = True
+    except RuntimeError:  # runtime already initialised: the threads are those it started with
+        _state["threads_applied"] = False
     tf.config.experimental.enable_tensor_float_32_execution(False)
     kind = {"cpu": "CPU", "gpu": "GPU", "tpu": "TPU"}[device]
     if not tf.config.list_logical_devices(kind):
@@ -40,9 +43,19 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"tensorflow": version, "keras": version} (version strings). Raises ImportError without keras."""
     import keras
 
     return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def threads() -> dict:
+    """TensorFlow's thread counts in force: {"intra_op": int, "inter_op": int (0: TF's default, one per core),
+    "requested": GELULAB_THREADS given to setup() or None, "applied": False when TF's runtime had already
+    started and the request could not take effect}."""
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "requested": _state["threads_requested"], "applied": _state["threads_applied"]}
 
 
 def tf_device() -> str:
@@ -51,11 +64,14 @@ def tf_device() -> str:
 
 
 def asarray(a: np.ndarray, device: str):
+    """numpy array (any float dtype, any shape) -> tf.Tensor of the same dtype and shape placed on `device`
+    ("cpu", "gpu", "tpu")."""
     with tf.device(_DEVICE[device]):
         return tf.identity(tf.constant(np.asarray(a)))
 
 
 def to_numpy(x) -> np.ndarray:
+    """tf.Tensor -> numpy array of the same dtype and shape on the host."""
     return x.numpy()
 
 
@@ -69,6 +85,8 @@ def _const(v, dtype):
 
 
 def where(c, a, b):
+    """tf.where(c, a, b) with broadcasting; a Python-scalar branch becomes a constant of the other branch's dtype
+    (tf.where does not promote)."""
     ref = b if tf.is_tensor(b) else a
     a = a if tf.is_tensor(a) else _const(a, ref.dtype)
     b = b if tf.is_tensor(b) else _const(b, ref.dtype)
@@ -76,14 +94,19 @@ def where(c, a, b):
 
 
 def astype(x, name: str):
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16") with tf.cast; ValueError for another."""
     return tf.cast(x, _TF[get_dtype(name).name])
 
 
 def dtype_name(x) -> str:
+    """The gelulab dtype name of a tf.Tensor ("float64", "float32", "bfloat16", "float16"); KeyError for
+    another TF dtype."""
     return _NAMES[x.dtype]
 
 
 def wide(name: str) -> str:
+    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 
 

@@ -37,6 +37,7 @@ def setup(device: str, threads: int) -> None:
 
 
 def versions() -> dict:
+    """{"torch": version string}."""
     return {"torch": torch.__version__}
 
 
@@ -46,8 +47,11 @@ def torch_device() -> str:
 
 
 def asarray(a: np.ndarray, device: str):
-    a = np.ascontiguousarray(a)
-    if a.dtype == ml_dtypes.bfloat16:  # torch.from_numpy does not know ml_dtypes' bfloat16
+    """numpy array (float64/float32/bfloat16/float16, any shape, 0-d included) -> torch.Tensor of the same dtype
+    and shape on `device` ("cpu" or "gpu"), a copy. bfloat16 travels as int16 bits (torch.from_numpy does not know
+    ml_dtypes' bfloat16)."""
+    a = np.ascontiguousarray(a).reshape(np.shape(a))  # ascontiguousarray turns a 0-d array into shape (1,)
+    if a.dtype == ml_dtypes.bfloat16:
         t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     else:
         t = torch.from_numpy(a.copy())
@@ -55,6 +59,8 @@ def asarray(a: np.ndarray, device: str):
 
 
 def to_numpy(x) -> np.ndarray:
+    """torch.Tensor (any device) -> numpy array of the same dtype and shape on the host, detached (bfloat16 via
+    ml_dtypes, as int16 bits)."""
     x = x.detach().cpu()
     if x.dtype == torch.bfloat16:
         return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
@@ -65,18 +71,24 @@ def to_numpy(x) -> np.ndarray:
 
 
 def where(c, a, b):
+    """torch.where(c, a, b), elementwise with broadcasting."""
     return torch.where(c, a, b)
 
 
 def astype(x, name: str):
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another."""
     return x.to(_TORCH[get_dtype(name).name])
 
 
 def dtype_name(x) -> str:
+    """The gelulab dtype name of a torch.Tensor ("float64", "float32", "bfloat16", "float16"); KeyError for
+    another torch dtype."""
     return _NAMES[x.dtype]
 
 
 def wide(name: str) -> str:
+    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 
 
