@@ -140,9 +140,10 @@ def markdown(result: dict) -> str:
     for size in sizes:
         lines.append(pct_table(result, dtype, size))
         lines.append(ratio_tables(result, dtype, size))
-    focus_cells = [c for c in result["cells"] if c["dtype"] == dtype and c["size"] in sizes]
-    lines.append(f"## {dtype} cells at n = {', '.join(f'{s:.0e}' for s in sizes)}\n")
-    lines.append(markdown_table(CELL_HEADERS, cell_rows(focus_cells)))
+    if sizes:  # none in a training-step-only run
+        focus_cells = [c for c in result["cells"] if c["dtype"] == dtype and c["size"] in sizes]
+        lines.append(f"## {dtype} cells at n = {', '.join(f'{s:.0e}' for s in sizes)}\n")
+        lines.append(markdown_table(CELL_HEADERS, cell_rows(focus_cells)))
     bad = [c for c in result["cells"] if c["status"] != "ok"]
     if bad or result["skipped"]:
         lines.append("## Cells not timed cleanly, backends skipped\n")
@@ -151,8 +152,9 @@ def markdown(result: dict) -> str:
         lines += [f"- backend {s['backend']} on {s['device']}: skipped, {s['reason']}" for s in result["skipped"]]
         lines.append("")
     lines.append(train_step_table(result))
-    lines.append("## Every cell\n")
-    lines.append(markdown_table(CELL_HEADERS, cell_rows(result["cells"])))
+    if result["cells"]:
+        lines.append("## Every cell\n")
+        lines.append(markdown_table(CELL_HEADERS, cell_rows(result["cells"])))
     return "\n".join(lines)
 
 
