@@ -188,6 +188,23 @@ def test_gelulab_parser_accepts_filters_and_compare():
     assert (b.bench_command, b.a, b.b, b.backend) == ("compare", "A.json", "B.json", ["torch"])
 
 
+def test_train_step_cells_follow_the_grid_filters():
+    import argparse
+
+    spec = spec_from_filters(backends=["torch"], activations=["gelu_none", "gelu_tanh"], dtypes=["float64", "float16"],
+                             modes=["compiled"])
+    cells = trainstep.cells(spec, "torch", "cpu", ("eager", "compiled"))
+    # gelu_tanh and float16 have no train-step cell; relu is filtered out; both impls by default
+    assert [(c["activation"], c["impl"], c["dtype"], c["mode"]) for c in cells] == [
+        ("gelu_none", "formula", "float64", "compiled"), ("gelu_none", "builtin", "float64", "compiled")]
+    assert trainstep.cells(spec_from_filters(), "numpy", "cpu", ("eager",)) == []
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    assert parser.parse_args(["--train-step-only"]).train_step_only
+    with pytest.raises(SystemExit):  # argparse: the two flags exclude each other
+        parser.parse_args(["--train-step-only", "--no-train-step"])
+
+
 # ---------------------------------------------------------------------------------------------------- bandwidth
 
 
