@@ -33,10 +33,11 @@ into a preallocated buffer 5.7 ms; with MALLOC_MMAP_THRESHOLD_=4294967296 in the
 The default run keeps the default allocator (what users get); "% copy same size" compares with a copy into a
 preallocated array, so the gap at 1e7 is mostly this cost.
 
-Training-step benchmark (issue 5, fourth bullet) is not in this module yet: it needs the moons MLP step of
-backends/<fw>/moons.py. The hook for it: build the step there, time it with `benchmarks.timer.measure(step,
-backends.<fw>.bench.sync, config, probe=...)` exactly as `benchmarks.runner.run_cell` times an activation, and add
-its rows under result["train_step"] in `run_grid`; report.markdown and the JSON schema take extra keys unchanged.
+Training step (issue 5, fourth bullet; benchmarks/trainstep.py): after each backend's activation cells, one moons
+MLP training step (2 -> 64 -> 64 -> 1, batch 32, Adam) per mode × relu / gelu_none × impl × dtype (float32,
+float64 where the dtype filter selects them), timed side by side; rows in bench.json's "train_step", the
+GELU ÷ ReLU ratios in ratios["train_step_gelu_over_relu"], a table in bench.md. On by default (--quick: formula
+impl only); --no-train-step skips it, --train-step-only runs it without the activation cells.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks import analysis, plots, report
+from benchmarks import analysis, plots, report, trainstep
 from benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
 from benchmarks.grid import GridSpec, spec_from_filters
 from benchmarks.runner import hooks, input_array, run_group, sync_overhead
@@ -83,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="least seconds of timed blocks per cell (default 0.1; --quick 0.01)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the input draws (default 0)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    steps = parser.add_mutually_exclusive_group()
+    steps.add_argument("--no-train-step", action="store_true",
+                       help="skip the moons training-step benchmark (benchmarks/trainstep.py)")
+    steps.add_argument("--train-step-only", action="store_true",
+                       help="run only the moons training-step benchmark, no activation cells")
     sub = parser.add_subparsers(dest="bench_command", metavar="compare")
     cmp = sub.add_parser("compare", help="B ÷ A of the median time per call, cell by cell, for tracking a change",
                          argument_default=argparse.SUPPRESS)
@@ -117,9 +123,14 @@ def new_grid_info() -> dict:
 
 
 def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None = None, *, seed: int = 0,
-             progress: bool = True, copy_bytes: int = 1 << 30) -> dict:
+             progress: bool = True, copy_bytes: int = 1 << 30, train_rows: list | None = None,
+             activations: bool = True, train_impls: tuple | None = None) -> dict:
     """Run every cell of `spec`, appending each result row to `rows` and each fact to `info` (new_grid_info())
     as soon as it is known, so a caller keeps them if the run is interrupted. Returns `info`.
+
+    train_rows: when a list, each backend's training-step rows (benchmarks.trainstep) are appended to it after
+    its activation cells (train_impls: its impls, default spec.impls); activations=False skips the activation
+    cells (training step only).
 
     Devices run one after another, backends in canonical order (torch before tensorflow). A backend that is not
     installed or lacks the device is skipped with its reason (info["skipped"]), never fatal. On a GPU or TPU the
@@ -149,9 +160,16 @@ def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None =
                 big = framework_copy(bench, backend, [copy_bytes], timer)
                 info["device_copy"][tag] = {"gbps": big[copy_bytes], "nbytes": copy_bytes,
                                             "curve": framework_copy(bench, backend, _nbytes(spec, device), timer)}
-            cells = tqdm(spec.cells(name, device, backend.modes), desc=f"{name:>10} {device}",
-                         disable=not progress, leave=False, file=sys.stderr)
+            cells = tqdm(spec.cells(name, device, backend.modes) if activations else [],
+                         desc=f"{name:>10} {device}", disable=not progress, leave=False, file=sys.stderr)
             _run_cells(backend, bench, cells, timer, rows, info, seed)
+            if train_rows is not None:
+                steps = trainstep.cells(spec, name, device, backend.modes, train_impls)
+                groups = [list(g) for _, g in groupby(steps, key=lambda c: (c["dtype"], c["mode"]))]
+                for group in tqdm(groups,
+                                  desc=f"{name:>10} {device} train step", disable=not progress or not steps,
+                                  leave=False, file=sys.stderr):
+                    train_rows += trainstep.run(backend, bench, group, timer, seed)
     return info
 
 
@@ -184,9 +202,10 @@ def _nbytes(spec: GridSpec, device: str) -> set[int]:
 
 
 def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict, bw_start: dict, bw_end: dict,
-                 curve: dict, elapsed_s: float, argv: list) -> dict:
+                 curve: dict, elapsed_s: float, argv: list, train_rows: list = ()) -> dict:
     """The JSON-ready result: schema, command, environment, grid, timer, copy bandwidth, cells with throughput,
-    GELU ÷ ReLU and formula ÷ builtin ratios. The host copy bandwidth used is the best of the start and end
+    GELU ÷ ReLU and formula ÷ builtin ratios, the training-step rows ("train_step", seconds per step) and their
+    GELU ÷ ReLU ratios. The host copy bandwidth used is the best of the start and end
     figures; cells on a GPU or TPU use their framework's device copy (grid_info["device_copy"])."""
     best = max(bw_start["gbps"], bw_end["gbps"])
     analysis.add_throughput(rows, {"gbps": best, "curve": curve}, grid_info["device_copy"])
@@ -207,7 +226,9 @@ def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict
         "device_copy": grid_info["device_copy"],
         "cells": rows,
         "ratios": {"gelu_over_relu": analysis.gelu_over_relu(rows),
-                   "formula_over_builtin": analysis.formula_over_builtin(rows)},
+                   "formula_over_builtin": analysis.formula_over_builtin(rows),
+                   "train_step_gelu_over_relu": analysis.gelu_over_relu(list(train_rows))},
+        "train_step": list(train_rows),
         "skipped": grid_info["skipped"],
     }
 
@@ -247,13 +268,16 @@ def run(args) -> int:
     out = Path(args.out)
     start, load_start = time.perf_counter(), os.getloadavg()
     bw_start = copy_bandwidth(copy_bytes)
-    curve = copy_curve(_nbytes(spec, "cpu") if "cpu" in spec.devices else (), timer)
+    curve = copy_curve(_nbytes(spec, "cpu") if "cpu" in spec.devices and not args.train_step_only else (), timer)
     rows: list = []
+    train_rows: list = []
     grid_info = new_grid_info()
     interrupted = False
     previous = _stop_on_sigterm()
     try:
-        run_grid(spec, timer, rows, grid_info, seed=args.seed, copy_bytes=copy_bytes)
+        run_grid(spec, timer, rows, grid_info, seed=args.seed, copy_bytes=copy_bytes,
+                 train_rows=None if args.no_train_step else train_rows, activations=not args.train_step_only,
+                 train_impls=trainstep.QUICK_IMPLS if args.quick and not args.impl else None)
     except KeyboardInterrupt:
         interrupted = True
         print(f"gelulab bench: interrupted; writing the {len(rows)} cells measured", file=sys.stderr)
@@ -261,15 +285,17 @@ def run(args) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     result = build_result(rows, spec, timer, grid_info, bw_start, copy_bandwidth(copy_bytes), curve,
-                          time.perf_counter() - start, sys.argv)
+                          time.perf_counter() - start, sys.argv, train_rows)
     result["interrupted"] = interrupted
     result["load_average"] = {"start": load_start, "end": os.getloadavg()}  # 1, 5, 15 min: other work on the machine
     paths = write_outputs(result, out, with_plots=not args.no_plots)
     dtype, sizes = report.focus(result)
     for size in sizes:
         print(report.ratio_tables(result, dtype, size))
-    ok = sum(r["status"] == "ok" for r in rows)
-    print(f"{ok}/{len(rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
+    if train_rows:
+        print(report.train_step_table(result))
+    ok = sum(r["status"] == "ok" for r in rows + train_rows)
+    print(f"{ok}/{len(rows) + len(train_rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
           f"{result['copy_bandwidth']['gbps']:.3g} GB/s; wrote {', '.join(str(p) for p in paths[:2])} and "
           f"{len(paths) - 2} plots")
     return 0 if ok and not interrupted else 1

@@ -86,6 +86,34 @@ def cell_rows(cells: list[dict]) -> list[list]:
     return rows
 
 
+TRAIN_STEP_HEADERS = ["backend", "device", "mode", "impl", "dtype", "ReLU µs", "ReLU IQR µs", "GELU µs",
+                      "GELU IQR µs", "GELU ÷ ReLU", "first call (compile) ms ReLU / GELU", "status"]
+
+
+def train_step_table(result: dict) -> str:
+    """Markdown: the moons training step (benchmarks/trainstep.py), one row per backend, device, mode, impl and
+    dtype: median and IQR µs per step of ReLU and exact GELU, GELU ÷ ReLU, first calls, statuses."""
+    steps = result.get("train_step") or []
+    head = ("## Training step: moons MLP 2-64-64-1, batch 32, Adam (forward + backward + update), "
+            "µs per step\n\n")
+    if not steps:
+        return head + "(not run)\n"
+    pairs: dict[tuple, dict] = {}
+    for r in steps:
+        pairs.setdefault((r["backend"], r["device"], r["mode"], r["impl"], r["dtype"]), {})[r["activation"]] = r
+    us = lambda r, k: r[k] * 1e6 if r and k in r else None
+    rows = []
+    for key in sorted(pairs, key=_order):
+        relu, gelu = pairs[key].get("relu"), pairs[key].get("gelu_none")
+        ratio = (gelu["median_s"] / relu["median_s"] if relu and gelu and relu["status"] == gelu["status"] == "ok"
+                 else None)
+        first = " / ".join(fmt(r["first_call_s"] * 1e3) if r and "first_call_s" in r else "-" for r in (relu, gelu))
+        status = " / ".join(r["status"] if r else "-" for r in (relu, gelu))
+        rows.append([*key, us(relu, "median_s"), us(relu, "iqr_s"), us(gelu, "median_s"), us(gelu, "iqr_s"), ratio,
+                     first, status])
+    return head + markdown_table(TRAIN_STEP_HEADERS, rows)
+
+
 def markdown(result: dict) -> str:
     """The whole report: machine and method, ratio pivots and cells at the focus sizes, problems, every cell."""
     env, bw = result["environment"], result["copy_bandwidth"]
@@ -112,9 +140,10 @@ def markdown(result: dict) -> str:
     for size in sizes:
         lines.append(pct_table(result, dtype, size))
         lines.append(ratio_tables(result, dtype, size))
-    focus_cells = [c for c in result["cells"] if c["dtype"] == dtype and c["size"] in sizes]
-    lines.append(f"## {dtype} cells at n = {', '.join(f'{s:.0e}' for s in sizes)}\n")
-    lines.append(markdown_table(CELL_HEADERS, cell_rows(focus_cells)))
+    if sizes:  # none in a training-step-only run
+        focus_cells = [c for c in result["cells"] if c["dtype"] == dtype and c["size"] in sizes]
+        lines.append(f"## {dtype} cells at n = {', '.join(f'{s:.0e}' for s in sizes)}\n")
+        lines.append(markdown_table(CELL_HEADERS, cell_rows(focus_cells)))
     bad = [c for c in result["cells"] if c["status"] != "ok"]
     if bad or result["skipped"]:
         lines.append("## Cells not timed cleanly, backends skipped\n")
@@ -122,8 +151,10 @@ def markdown(result: dict) -> str:
                   f"{c['dtype']} {c['size']:.0e}: {c['status']} {c.get('error', '')}" for c in bad]
         lines += [f"- backend {s['backend']} on {s['device']}: skipped, {s['reason']}" for s in result["skipped"]]
         lines.append("")
-    lines.append("## Every cell\n")
-    lines.append(markdown_table(CELL_HEADERS, cell_rows(result["cells"])))
+    lines.append(train_step_table(result))
+    if result["cells"]:
+        lines.append("## Every cell\n")
+        lines.append(markdown_table(CELL_HEADERS, cell_rows(result["cells"])))
     return "\n".join(lines)
 
 

@@ -53,17 +53,34 @@ def run_group(backend, bench: ModuleType, cells: list[Cell], x, config: TimerCon
     process-wide, so there a recompile flags every cell of the group). A failing cell never raises (e.g. a dtype
     a framework has no kernel for); its message is kept and the other cells go on.
     """
-    compiled = [c.mode == "compiled" for c in cells]
+    builders = [lambda c=c: _activation_call(backend, c, x) for c in cells]
+    return run_calls(bench, [c.as_dict() for c in cells], builders, [c.mode == "compiled" for c in cells], config)
+
+
+def _activation_call(backend, cell: Cell, x):
+    fn = backend.function(cell.activation, cell.impl, ORDER[cell.direction], cell.mode)
+    return (lambda: fn(x)), fn
+
+
+def run_calls(bench: ModuleType, axes: list[dict], builders: list, compiled: list[bool],
+              config: TimerConfig) -> list[dict]:
+    """Time several callables side by side (interleaved blocks, benchmarks.timer.timed_blocks); the shared body
+    of run_group and of the training-step benchmark (benchmarks/trainstep.py).
+
+    axes[i]: the coordinates of row i; builders[i]() returns (call, fn): `call()` runs the operation once on
+    inputs already on the device and returns its result (synchronised with bench.sync), `fn` is what
+    bench.compile_stats counts compilations of; compiled[i]: whether that callable is compiled. Returns one row
+    per callable, as documented in run_group. A builder or call that raises gives an "error" row, never raises.
+    """
     if any(compiled):
         bench.fresh()
-    rows = [{**c.as_dict(), "status": "ok"} for c in cells]
+    rows = [{**a, "status": "ok"} for a in axes]
     live = []  # (index, call, warm, probe, stats before first call, stats after warm-up)
-    for i, cell in enumerate(cells):
+    for i, build in enumerate(builders):
         try:
-            fn = backend.function(cell.activation, cell.impl, ORDER[cell.direction], cell.mode)
+            call, fn = build()
             probe = (lambda fn=fn: bench.compile_stats(fn)) if compiled[i] else None
             before_first = probe() if probe else None
-            call = lambda fn=fn: fn(x)
             warm = warm_up(call, bench.sync, config)
             live.append((i, call, warm, probe, before_first, probe() if probe else None))
         except Exception as e:  # noqa: BLE001 - one unsupported cell must not stop the grid

@@ -10,7 +10,7 @@ import pytest
 
 from backends import get_backend
 from benchmarks import activations as bench_cli
-from benchmarks import analysis
+from benchmarks import analysis, trainstep
 from benchmarks.bandwidth import cell_throughput, framework_copy, traffic_bytes
 from benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from_filters
 from benchmarks.runner import counter_growth, hooks, input_array, run_cell
@@ -188,6 +188,23 @@ def test_gelulab_parser_accepts_filters_and_compare():
     assert (b.bench_command, b.a, b.b, b.backend) == ("compare", "A.json", "B.json", ["torch"])
 
 
+def test_train_step_cells_follow_the_grid_filters():
+    import argparse
+
+    spec = spec_from_filters(backends=["torch"], activations=["gelu_none", "gelu_tanh"], dtypes=["float64", "float16"],
+                             modes=["compiled"])
+    cells = trainstep.cells(spec, "torch", "cpu", ("eager", "compiled"))
+    # gelu_tanh and float16 have no train-step cell; relu is filtered out; both impls by default
+    assert [(c["activation"], c["impl"], c["dtype"], c["mode"]) for c in cells] == [
+        ("gelu_none", "formula", "float64", "compiled"), ("gelu_none", "builtin", "float64", "compiled")]
+    assert trainstep.cells(spec_from_filters(), "numpy", "cpu", ("eager",)) == []
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    assert parser.parse_args(["--train-step-only"]).train_step_only
+    with pytest.raises(SystemExit):  # argparse: the two flags exclude each other
+        parser.parse_args(["--train-step-only", "--no-train-step"])
+
+
 # ---------------------------------------------------------------------------------------------------- bandwidth
 
 
@@ -303,6 +320,29 @@ def _close(a, b):
     return a == pytest.approx(b, rel=1e-12)
 
 
+def _check_timed_row(r: dict) -> None:
+    """A cleanly timed row: all axes, finite positive times (s), ordered quartiles, enough blocks, and for a
+    compiled row a first call that compiled and no recompilation in the timed loop."""
+    assert r["status"] == "ok", r
+    assert set(AXES) <= set(r)
+    for k in ("median_s", "q25_s", "q75_s", "min_s", "first_call_s"):
+        assert math.isfinite(r[k]) and r[k] > 0, (k, r)
+    assert r["q25_s"] <= r["median_s"] <= r["q75_s"]
+    assert r["blocks"] >= QUICK.min_blocks
+    if r["mode"] == "compiled":
+        assert r["recompiles_in_timed_loop"] == 0 and r["compiles_before_timing"] >= 1
+
+
+def _check_gelu_over_relu(ratios: list[dict], rows: list[dict]) -> None:
+    """One GELU ÷ ReLU entry per GELU row (the quick grids have gelu_none only), each the ratio of the medians."""
+    by_key = {tuple(r[a] for a in AXES): r for r in rows}
+    assert len(ratios) == len(rows) // 2
+    for e in ratios:
+        relu = by_key[tuple("relu" if a == "activation" else e[a] for a in AXES)]
+        assert e["activation"] == "gelu_none"
+        assert _close(e["ratio"], by_key[tuple(e[a] for a in AXES)]["median_s"] / relu["median_s"])
+
+
 @pytest.mark.slow
 def test_quick_run_writes_valid_output(quick_run):
     from backends import selected_backends
@@ -321,17 +361,10 @@ def test_quick_run_writes_valid_output(quick_run):
     expected = sum(8 * (1 if name == "numpy" else 2) for name in selected_backends())
     assert len(cells) == expected
     for c in cells:
-        assert c["status"] == "ok", c
-        assert set(AXES) <= set(c)
-        for k in ("median_s", "q25_s", "q75_s", "min_s", "first_call_s"):
-            assert math.isfinite(c[k]) and c[k] > 0, (k, c)
-        assert c["q25_s"] <= c["median_s"] <= c["q75_s"]
-        assert c["blocks"] >= QUICK.min_blocks
+        _check_timed_row(c)
         assert _close(c["elements_per_s"], c["size"] / c["median_s"])
         assert _close(c["gbps"], 2 * c["size"] * 4 / c["median_s"] / 1e9)  # float32: 4 bytes read + 4 written
         assert _close(c["pct_copy"], 100 * c["gbps"] / bw)
-        if c["mode"] == "compiled":
-            assert c["recompiles_in_timed_loop"] == 0 and c["compiles_before_timing"] >= 1
     by_key = {tuple(c[a] for a in AXES): c for c in cells}
     fb = result["ratios"]["formula_over_builtin"]
     assert len(fb) == len(cells) // 2
@@ -339,17 +372,84 @@ def test_quick_run_writes_valid_output(quick_run):
         f = by_key[tuple("formula" if a == "impl" else r[a] for a in AXES)]
         b = by_key[tuple("builtin" if a == "impl" else r[a] for a in AXES)]
         assert _close(r["ratio"], f["median_s"] / b["median_s"])
-    gr = result["ratios"]["gelu_over_relu"]
-    assert len(gr) == len(cells) // 2
-    for r in gr:
-        g = by_key[tuple(r[a] for a in AXES)]
-        relu = by_key[tuple("relu" if a == "activation" else r[a] for a in AXES)]
-        assert r["activation"] == "gelu_none" and _close(r["ratio"], g["median_s"] / relu["median_s"])
+    _check_gelu_over_relu(result["ratios"]["gelu_over_relu"], cells)
     md = (out / "bench.md").read_text()
     assert "formula ÷ builtin" in md and "GELU ÷ ReLU" in md
     for name in selected_backends():
         png = out / f"throughput_{name}_float32.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------- the training step
+
+
+def _reference_first_loss(spec) -> float:
+    """sum_i w_i BCE of the MLP with ReLU at the shared initial weights on the first minibatch, in float64 numpy
+    (the loss the first step differentiates; BCE from core.moons.bce_with_logits' formula via numpy.logaddexp)."""
+    import numpy as np
+
+    idx = spec.order[0, 0, 0]
+    x, y, w = spec.x_train[0, idx], spec.y_train[0, idx], spec.weights[0]
+    for k, (wk, bk) in enumerate(spec.init):
+        x = x @ wk[0].astype(np.float64) + bk[0]
+        if k < len(spec.init) - 1:
+            x = np.maximum(x, 0.0)
+    z = x[:, 0]
+    return float(np.sum(w * (np.logaddexp(0.0, z) - y * z)))
+
+
+@pytest.mark.slow
+def test_compiled_train_step_does_not_recompile_in_the_timed_loop(backend):
+    cells = trainstep.cells(spec_from_filters(quick=True), backend.name, backend.device, ("compiled",),
+                            impls=("formula",))
+    if not cells:
+        pytest.skip(f"{backend.name} has no training step (no autodiff, no compiled mode)")
+    assert [c["activation"] for c in cells] == ["relu", "gelu_none"]
+    rows = trainstep.run(backend, hooks(backend.name), cells, QUICK)
+    for row in rows:
+        assert row["status"] == "ok", row
+        assert row["compiles_before_timing"] >= 1  # the first call compiled
+        assert row["recompiles_in_timed_loop"] == 0
+        assert row["blocks"] >= QUICK.min_blocks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
+    import importlib
+
+    import numpy as np
+
+    from core.moons import MoonsConfig, make_data, train_spec
+
+    if backend.name == "numpy":
+        pytest.skip("numpy has no autodiff, so no training step")
+    cfg = MoonsConfig(seeds=(0,), epochs=1)
+    spec = train_spec(cfg, "relu", "matched", "float64", (0,), {0: make_data(cfg, 0)})
+    call, fn = importlib.import_module(f"backends.{backend.name}.moons").bench_step(spec, mode)
+    assert (fn is None) == (mode == "eager")
+    out = call()
+    loss = out[2] if backend.name == "jax" else out  # jax: (params, state, loss); torch, tf: loss (S,)
+    got = np.ravel(backend.to_numpy(loss))
+    assert got.shape == (1,) and got[0] == pytest.approx(_reference_first_loss(spec), rel=1e-12)
+
+
+@pytest.mark.slow
+def test_quick_run_writes_train_step_rows(quick_run):
+    from backends import selected_backends
+
+    _, out = quick_run
+    result = json.loads((out / "bench.json").read_text())
+    steps = result["train_step"]
+    # quick: relu, gelu_none x formula x float32 x 2 modes per backend with a training step (not numpy)
+    with_step = [n for n in selected_backends() if n != "numpy"]
+    assert sorted({r["backend"] for r in steps}) == sorted(with_step) and len(steps) == 4 * len(with_step)
+    for r in steps:
+        _check_timed_row(r)
+        assert r["direction"] == trainstep.DIRECTION and r["size"] == 32  # moons batch size
+        assert (r["impl"], r["dtype"]) == ("formula", "float32")
+    _check_gelu_over_relu(result["ratios"]["train_step_gelu_over_relu"], steps)
+    assert "Training step" in (out / "bench.md").read_text()
 
 
 # ---------------------------------------------------------------------------------------------------- compare

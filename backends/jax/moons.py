@@ -61,6 +61,44 @@ def _params_from_numpy(init, dtype) -> dict:
                        for i, (w, b) in enumerate(init)}}
 
 
+def train_step(model: MLP, tx: optax.GradientTransformation, params, state, xb, yb, w):
+    """One minibatch step: loss = sum_i w_i BCE(model(xb_i), yb_i), its gradient, and tx's update.
+
+    xb (B, 2), yb (B,), w (B,) slot weights (1/m on the m real samples); params, state: one network's flax
+    params and tx's state. Returns (new params, new state, loss) with loss a scalar.
+    """
+    def loss_fn(p):
+        return jnp.sum(w * optax.sigmoid_binary_cross_entropy(model.apply(p, xb), yb))
+
+    loss, g = jax.value_and_grad(loss_fn)(params)
+    u, state = tx.update(g, state, params)
+    return optax.apply_updates(params, u), state, loss
+
+
+def bench_step(spec: TrainSpec, mode: str):
+    """The benchmark's training step (benchmarks/trainstep.py): one matched-regime step of the spec's first seed
+    on its first minibatch, from the shared initial weights and a fresh Adam state (t = 1 every call: the step
+    is a pure function of fixed inputs). mode "compiled": jax.jit of train_step; "eager": train_step op by op.
+    Returns (call, fn): call() runs one step and returns (params, state, loss); fn is the jitted function
+    (for benchmarks' compile counts) or None. Raises ValueError for an unknown arm / impl / mode.
+    """
+    if mode not in ("eager", "compiled"):
+        raise ValueError(f"mode={mode!r}; expected 'eager' or 'compiled'")
+    dtype = jnp.dtype(spec.dtype)
+    with jax.default_device(get_backend("jax").module.jax_device()):
+        model = MLP(tuple(spec.hidden), get_backend("jax").function(spec.arm, spec.impl), dtype)
+        tx = kingma_ba_adam(jnp.asarray(spec.c1.ravel(), dtype), jnp.asarray(spec.c2.ravel(), dtype), spec.lr,
+                            spec.beta1, spec.beta2, spec.eps)
+        params = jax.tree.map(lambda a: a[0], _params_from_numpy(spec.init, dtype))
+        state = tx.init(params)
+        idx = spec.order[0, 0, 0]
+        xb, yb, w = (jnp.asarray(a, dtype) for a in (spec.x_train[0, idx], spec.y_train[0, idx], spec.weights[0]))
+    step = lambda p, s, x, y, w_: train_step(model, tx, p, s, x, y, w_)
+    fn = jax.jit(step) if mode == "compiled" else None
+    run = fn or step
+    return (lambda: run(params, state, xb, yb, w)), fn
+
+
 @cache
 def _trainer(arm: str, impl: str, regime: str, dtype: str, hidden: tuple, lr: float, beta1: float, beta2: float,
              eps: float):
@@ -75,11 +113,9 @@ def _trainer(arm: str, impl: str, regime: str, dtype: str, hidden: tuple, lr: fl
               else optax.adam(lr, b1=beta1, b2=beta2))
 
         def step(carry, batch):
-            p, s = carry
             idx, w = batch
-            loss, g = jax.value_and_grad(lambda p_: jnp.sum(w * bce(p_, x_train[idx], y_train[idx])))(p)
-            u, s = tx.update(g, s, p)
-            return (optax.apply_updates(p, u), s), loss
+            p, s, loss = train_step(model, tx, *carry, x_train[idx], y_train[idx], w)
+            return (p, s), loss
 
         def epoch(carry, idx_e):
             carry, loss = jax.lax.scan(step, carry, (idx_e, weights))

@@ -43,11 +43,12 @@ def _nest(flat):
     return list(zip(flat[0::2], flat[1::2]))
 
 
-@cache
-def _matched_trainer(arm: str, impl: str, lr: float, beta1: float, beta2: float, eps: float):
-    """The compiled whole-training function of the matched regime for one arm (cached: traced once per
-    shapes)."""
-    act = get_backend("tensorflow").function(arm, impl)
+def _step_function(act, lr: float, beta1: float, beta2: float, eps: float):
+    """step(flat, m, v, xb, yb, w, c1, c2) -> (flat, m, v, loss): one matched-regime minibatch step of every seed.
+
+    flat, m, v: [W0, b0, W1, b1, ...] weights (S, in, out) / biases (S, out) and their Adam moments; xb (S, B,
+    2), yb (S, B), w (B,) slot weights; c1, c2: scalar bias corrections 1 - beta^t; loss (S,) = sum_i w_i BCE.
+    """
 
     def step(flat, m, v, xb, yb, w, c1, c2):
         with tf.GradientTape() as tape:
@@ -57,6 +58,42 @@ def _matched_trainer(arm: str, impl: str, lr: float, beta1: float, beta2: float,
         grads = tape.gradient(total, flat)
         new = [adam_step(g, m_, v_, c1, c2, lr, beta1, beta2, eps, tf.sqrt) for g, m_, v_ in zip(grads, m, v)]
         return [p - n[0] for p, n in zip(flat, new)], [n[1] for n in new], [n[2] for n in new], loss
+
+    return step
+
+
+def bench_step(spec: TrainSpec, mode: str):
+    """The benchmark's training step (benchmarks/trainstep.py): one matched-regime step of the spec's seeds on
+    their first minibatch, from the shared initial weights and zero Adam moments with the bias corrections of
+    t = 1 (a pure function of fixed inputs). mode "compiled": tf.function(jit_compile=True) of the step (XLA);
+    "eager": the step op by op. Returns (call, fn): call() runs one step and returns the (S,) loss; fn is the
+    tf.function or None. Raises ValueError for an unknown arm / impl / mode.
+    """
+    if mode not in ("eager", "compiled"):
+        raise ValueError(f"mode={mode!r}; expected 'eager' or 'compiled'")
+    dtype = {"float64": tf.float64, "float32": tf.float32}[spec.dtype]
+    step = _step_function(get_backend("tensorflow").function(spec.arm, spec.impl), spec.lr, spec.beta1, spec.beta2,
+                          spec.eps)
+    fn = tf.function(step, jit_compile=True) if mode == "compiled" else None
+    run = fn or step
+    with tf.device(get_backend("tensorflow").module.tf_device()):
+        t = lambda a: tf.constant(np.asarray(a), dtype=dtype)
+        flat = [t(a) for wb in spec.init for a in wb]
+        m = [tf.zeros_like(p) for p in flat]
+        v = [tf.zeros_like(p) for p in flat]
+        idx = tf.constant(spec.order[:, 0, 0])
+        xb = tf.gather(t(spec.x_train), idx, batch_dims=1)
+        yb = tf.gather(t(spec.y_train), idx, batch_dims=1)
+        w, c1, c2 = t(spec.weights[0]), t(spec.c1[0, 0]), t(spec.c2[0, 0])
+    return (lambda: run(flat, m, v, xb, yb, w, c1, c2)[3]), fn
+
+
+@cache
+def _matched_trainer(arm: str, impl: str, lr: float, beta1: float, beta2: float, eps: float):
+    """The compiled whole-training function of the matched regime for one arm (cached: traced once per
+    shapes)."""
+    act = get_backend("tensorflow").function(arm, impl)
+    step = _step_function(act, lr, beta1, beta2, eps)
 
     @tf.function(jit_compile=True, reduce_retracing=True)
     def fit(flat, x_train, y_train, x_val, y_val, order, weights, shares, c1, c2):

@@ -89,6 +89,52 @@ def _native_start(spec: TrainSpec, model: SeedBatchedMLP, dtype):
     return [torch.Generator().manual_seed(seed) for seed in spec.seeds]
 
 
+def train_step(model: SeedBatchedMLP, opt: torch.optim.Optimizer, xb, yb, w):
+    """One minibatch step of every seed: xb (S, B, 2), yb (S, B), w (B,) slot weights (1/m on the m real
+    samples). Backpropagates sum over seeds of sum_i w_i BCE and steps `opt`. Returns the (S,) loss of each seed.
+    """
+    opt.zero_grad(set_to_none=True)
+    per_sample = F.binary_cross_entropy_with_logits(model(xb), yb, reduction="none")
+    loss = (per_sample * w).sum(dim=1)  # (S,) minibatch mean loss of each seed
+    loss.sum().backward()
+    opt.step()
+    return loss
+
+
+def bench_step(spec: TrainSpec, mode: str):
+    """The benchmark's training step (benchmarks/trainstep.py): one matched-regime step (train_step with
+    KingmaBaAdam) of the spec's seeds on their first minibatch, starting from the shared initial weights. The
+    weights and Adam moments advance in place each call; Adam's t is reset to 0 before each call (bias
+    corrections of t = 1), so a call never runs past the bias-correction table and torch.compile sees the same
+    t each time. mode "compiled": torch.compile of train_step (dynamo splits it at backward() and compiles the
+    forward, backward and Adam graphs); "eager": train_step as is. Returns (call, fn): call() runs one step and
+    returns the (S,) loss; fn is the compiled function or None. Raises ValueError for an unknown arm / impl / mode.
+    """
+    if mode not in ("eager", "compiled"):
+        raise ValueError(f"mode={mode!r}; expected 'eager' or 'compiled'")
+    dtype = _DTYPES[spec.dtype]
+    backend = get_backend("torch")
+    device = backend.module.torch_device()
+    t = lambda a: torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
+    sizes = [(i, o) for i, o in zip((spec.x_train.shape[2], *spec.hidden), (*spec.hidden, 1))]
+    model = SeedBatchedMLP(sizes, spec.n_seeds, backend.function(spec.arm, spec.impl), dtype).to(device)
+    model.load(spec.init)
+    opt = KingmaBaAdam(model.parameters(), t(spec.c1).reshape(-1), t(spec.c2).reshape(-1), spec.lr, spec.beta1,
+                       spec.beta2, spec.eps)
+    idx = torch.as_tensor(spec.order[:, 0, 0], dtype=torch.int64, device=device)
+    xb = torch.take_along_dim(t(spec.x_train), idx[:, :, None], dim=1)
+    yb = torch.take_along_dim(t(spec.y_train), idx, dim=1)
+    w = t(spec.weights[0])
+    fn = torch.compile(train_step) if mode == "compiled" else None
+    run = fn or train_step
+
+    def call():
+        opt.t = 0
+        return run(model, opt, xb, yb, w)
+
+    return call, fn
+
+
 def train(spec: TrainSpec) -> TrainOutput:
     """Train the spec's S seeds of one arm together; returns their curves and logits (see
     core.moons.TrainOutput).
@@ -129,11 +175,7 @@ def train(spec: TrainSpec) -> TrainOutput:
         xb = torch.take_along_dim(x_train, order[:, :, None], dim=1).view(n_seeds, steps, batch, -1)
         yb = torch.take_along_dim(y_train, order, dim=1).view(n_seeds, steps, batch)
         for k in range(steps):
-            opt.zero_grad(set_to_none=True)
-            per_sample = F.binary_cross_entropy_with_logits(model(xb[:, k]), yb[:, k], reduction="none")
-            loss = (per_sample * weights[k]).sum(dim=1)  # (S,) minibatch mean loss of each seed
-            loss.sum().backward()
-            opt.step()
+            loss = train_step(model, opt, xb[:, k], yb[:, k], weights[k])
             with torch.no_grad():
                 train_loss[:, epoch] += shares[k] * loss
         with torch.no_grad():
