@@ -39,9 +39,10 @@ def backend(backend_name):
     return get_backend(backend_name)
 
 
-# hypothesis: derandomized in CI (CI=true), fixed example budget, no deadline (first framework calls are slow)
+# hypothesis: derandomized (the same examples on every run, CI or not, so `make test` is never flaky), fixed
+# example budget, no deadline (first framework calls are slow). GELULAB_HYPOTHESIS=explore draws fresh examples.
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None)
-settings.register_profile("dev", max_examples=60, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+settings.register_profile("explore", max_examples=300, deadline=None)
+settings.load_profile("explore" if os.environ.get("GELULAB_HYPOTHESIS") == "explore" else "ci")
