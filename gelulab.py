@@ -61,7 +61,7 @@ def run(args) -> int:
         "known upstream faults. Full report: [parity/report.md](parity/report.md).\n\n"
         + pdata["summary_md"]
         + "\n![errors](parity/errors_order0.png)\n\n## Moons\n\n"
-        + (out / "moons" / "report.md").read_text().replace("](", "](moons/")
+        + _nested((out / "moons" / "report.md").read_text()).replace("](", "](moons/")
         + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
         + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
         + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
@@ -74,6 +74,11 @@ def run(args) -> int:
     })
     print(f"report: {out / 'report.md'} ({', '.join(p.name for p in paths.values())} in {out / 'moons'})")
     return 0
+
+
+def _nested(markdown: str) -> str:
+    """A sub-report's Markdown with every heading two levels deeper, for inclusion under a `##` section."""
+    return "\n".join("##" + line if line.startswith("#") else line for line in markdown.splitlines()) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:

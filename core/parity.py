@@ -144,7 +144,8 @@ def evaluate(backend, group: Group, regions: tuple[str, ...] = tuple(REGIONS)) -
     ref = expected(group.key, group.order, group.dtype, regions)
     try:
         fn = backend.function(group.key, group.impl, group.order, group.mode)
-        y = backend.to_numpy(fn(backend.asarray(x)))
+        with np.errstate(all="ignore"):  # the special-value region feeds nan and inf on purpose
+            y = backend.to_numpy(fn(backend.asarray(x)))
         if y.dtype != x.dtype or y.shape != x.shape:
             raise TypeError(f"returned {y.dtype}{y.shape}, expected {x.dtype}{x.shape}")
         exc = None
