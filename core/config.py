@@ -27,6 +27,8 @@ def parse_backend_list(value: str | None) -> list[str] | None:
     if value is None or not value.strip():
         return None
     names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ValueError(f"GELULAB_BACKEND={value!r} names no backend; valid backends: {list(BACKEND_NAMES)}")
     for n in names:
         if n not in BACKEND_NAMES:
             raise ValueError(f"unknown backend {n!r} in GELULAB_BACKEND={value!r}; valid backends: {list(BACKEND_NAMES)}")

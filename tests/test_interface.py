@@ -59,6 +59,8 @@ def test_gelu_is_deterministic(backend):
 def test_backend_list_parsing():
     assert config.parse_backend_list(" torch, jax ,torch") == ["torch", "jax"]
     assert config.parse_backend_list("") is None
+    with pytest.raises(ValueError, match="names no backend"):
+        config.parse_backend_list(" , ")
     with pytest.raises(ValueError, match="valid backends: \\['numpy', 'jax', 'torch', 'tensorflow'\\]"):
         config.parse_backend_list("torch,nosuch")
     with pytest.raises(ValueError, match="unknown backend 'mxnet'"):
