@@ -5,17 +5,12 @@ Backend object. An unknown name in GELULAB_BACKEND stops the session at once wit
 """
 from __future__ import annotations
 
+import importlib
 import os
 
 import pytest
 
 os.environ.setdefault("GELULAB_THREADS", "1")
-
-# torch before tensorflow avoids a known import-order crash (Keras backend/__init__.py does the same).
-try:
-    import torch  # noqa: F401
-except ImportError:
-    pass
 
 from backends import BackendUnavailable, get_backend, selected_backends
 
@@ -23,6 +18,12 @@ try:
     SELECTED = selected_backends()
 except (ValueError, BackendUnavailable) as e:
     raise pytest.UsageError(f"GELULAB_BACKEND: {e}") from e
+
+# torch's backend before tensorflow's, whatever order GELULAB_BACKEND names them in: importing TF first can crash
+# torch's import (Keras' backend/__init__.py imports torch first for the same reason). Only backends import
+# frameworks, so this loads the torch backend module, not torch itself.
+if "torch" in SELECTED and "tensorflow" in SELECTED:
+    importlib.import_module("backends.torch.activations")
 
 
 def pytest_report_header(config):
