@@ -88,14 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(_module=module_name)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name != module_name:
-                raise
-            p.set_defaults(_missing=f"gelulab {name}: not built yet ({module_name})")
-            continue
-        module.add_arguments(p)
+        importlib.import_module(module_name).add_arguments(p)
     return parser
 
 
@@ -103,9 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (0 success, 2 bad
     configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line)."""
     args = build_parser().parse_args(argv)
-    if getattr(args, "_missing", None):
-        print(args._missing, file=sys.stderr)
-        return 2
     from backends import BackendUnavailable, DeviceUnavailable
 
     module = importlib.import_module(args._module)

@@ -25,7 +25,7 @@ from types import ModuleType
 
 import numpy as np
 
-from core.activations import ACTIVATIONS, activation_key, check_impl, get_activation
+from core.activations import activation_key, check_impl, get_activation
 from core.dtypes import get_dtype
 
 ORDERS = (0, 1, 2)
@@ -116,7 +116,3 @@ class Backend:
         """{package: version string} for the framework packages this backend uses."""
         return self.module.versions()
 
-
-def all_keys() -> list[str]:
-    """Catalogue keys in their declared order."""
-    return list(ACTIVATIONS)
