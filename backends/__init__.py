@@ -9,8 +9,8 @@ import importlib
 import importlib.util
 from functools import cache
 
-from core import config
-from core.interface import Backend
+from gelulab.core import config
+from gelulab.core.interface import Backend
 
 
 class BackendUnavailable(RuntimeError):
@@ -26,7 +26,7 @@ def _load(name: str, device: str) -> Backend:
     if name not in config.BACKEND_NAMES:
         raise ValueError(f"unknown backend {name!r}; valid backends: {list(config.BACKEND_NAMES)}")
     try:
-        module = importlib.import_module(f"backends.{name}.activations")
+        module = importlib.import_module(f"gelulab.backends.{name}.activations")
     except ImportError as e:
         raise BackendUnavailable(
             f"backend {name!r} is not available ({e}); install it with: {config.INSTALL_HINT[name]}"

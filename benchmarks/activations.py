@@ -53,14 +53,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks import analysis, plots, report, trainstep
-from benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
-from benchmarks.grid import GridSpec, spec_from_filters
-from benchmarks.runner import hooks, input_array, run_group, sync_overhead
-from benchmarks.timer import QUICK, TimerConfig
-from core import config
-from core.dtypes import get_dtype
-from core.report import atomic_write_text, environment, write_json
+from gelulab.benchmarks import analysis, plots, report, trainstep
+from gelulab.benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
+from gelulab.benchmarks.grid import GridSpec, spec_from_filters
+from gelulab.benchmarks.runner import hooks, input_array, run_group, sync_overhead
+from gelulab.benchmarks.timer import QUICK, TimerConfig
+from gelulab.core import config
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.report import atomic_write_text, environment, write_json
 
 SCHEMA = "gelulab.bench/1"
 FILTERS = ("backend", "device", "mode", "activation", "impl", "direction", "dtype", "size")
@@ -137,7 +137,7 @@ def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None =
     backend's own device copy is measured first (`copy_bytes` per array, then at each size) as its reference:
     info["device_copy"]["<backend>/<device>"] = {"gbps", "nbytes", "curve"}.
     """
-    from backends import BackendUnavailable, get_backend
+    from gelulab.backends import BackendUnavailable, get_backend
 
     info = new_grid_info() if info is None else info
     for device in spec.devices:
@@ -260,7 +260,7 @@ def run(args) -> int:
         return compare_command(args)
     if _positive("threads", args.threads, int) is not None:
         os.environ["GELULAB_THREADS"] = str(args.threads)
-    from backends import installed_backends
+    from gelulab.backends import installed_backends
 
     spec = _spec(args, installed_backends())
     timer = timer_config(args)

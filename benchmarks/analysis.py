@@ -5,10 +5,10 @@ same cell in two runs); > 1 means the numerator is slower.
 """
 from __future__ import annotations
 
-from benchmarks.bandwidth import cell_throughput
-from benchmarks.grid import AXES
-from core.activations import ACTIVATIONS
-from core.dtypes import get_dtype
+from gelulab.benchmarks.bandwidth import cell_throughput
+from gelulab.benchmarks.grid import AXES
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.dtypes import get_dtype
 
 GOOD = ("ok",)  # rows whose times enter ratios ("recompiled", "not compiled" and "error" rows do not)
 

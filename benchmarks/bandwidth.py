@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from benchmarks.timer import TimerConfig, measure
+from gelulab.benchmarks.timer import TimerConfig, measure
 
 GB = 1e9  # bytes per GB (decimal, as STREAM reports MB/s = 1e6 bytes/s)
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from core import config
-from core.activations import ACTIVATIONS, IMPLS
-from core.dtypes import DTYPES
+from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.dtypes import DTYPES
 
 DIRECTIONS = ("forward", "forward+backward")
 ORDER = {"forward": 0, "forward+backward": 1}

@@ -8,10 +8,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks.analysis import reference
-from benchmarks.grid import DIRECTIONS, MODES
-from core.activations import ACTIVATIONS
-from core.dtypes import get_dtype
+from gelulab.benchmarks.analysis import reference
+from gelulab.benchmarks.grid import DIRECTIONS, MODES
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.dtypes import get_dtype
 
 COLORS = {"relu": "tab:red", "gelu_none": "tab:blue", "gelu_tanh": "tab:orange", "gelu_sigmoid": "tab:green"}
 STYLES = {"builtin": ("-", "o"), "formula": ("--", "s")}

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from scipy.stats import gmean
 
-from benchmarks.grid import DIRECTIONS, MODES
-from core.activations import ACTIVATIONS, IMPLS
-from core.config import BACKEND_NAMES, DEVICES
-from core.report import fmt, markdown_table
+from gelulab.benchmarks.grid import DIRECTIONS, MODES
+from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.config import BACKEND_NAMES, DEVICES
+from gelulab.core.report import fmt, markdown_table
 
 FOCUS_DTYPE = "float32"
 FOCUS_SIZES = (10**6, 10**7)

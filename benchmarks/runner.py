@@ -10,16 +10,16 @@ from types import ModuleType
 
 import numpy as np
 
-from benchmarks.grid import ORDER, Cell
-from benchmarks.timer import TimerConfig, measure, timed_blocks, warm_up
-from core.dtypes import get_dtype
+from gelulab.benchmarks.grid import ORDER, Cell
+from gelulab.benchmarks.timer import TimerConfig, measure, timed_blocks, warm_up
+from gelulab.core.dtypes import get_dtype
 
 INPUT_SCALE = 3.0  # inputs ~ N(0, 3^2): both tails of GELU and its clamp-free middle are exercised
 
 
 def hooks(name: str) -> ModuleType:
     """The benchmark hooks module `backends.<name>.bench` (imports that framework)."""
-    return importlib.import_module(f"backends.{name}.bench")
+    return importlib.import_module(f"gelulab.backends.{name}.bench")
 
 
 def input_array(dtype: str, size: int, seed: int = 0) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 The step is the matched regime's minibatch step of the moons study (core/moons.py; the step functions of
 backends/<name>/moons.py, `bench_step`): the default MoonsConfig network 2 -> 64 -> 64 -> 1, batch 32, BCE on
-logits, Adam (Kingma & Ba 2015, Algorithm 1, core.moons.adam_step) with lr 1e-3, from the shared Glorot-uniform
+logits, Adam (Kingma & Ba 2015, Algorithm 1, experiments.moons.config.adam_step) with lr 1e-3, from the shared Glorot-uniform
 initial weights on the first minibatch of seed SEED's data, so every backend steps on the same numbers. One call =
 forward, backward and the Adam update of every parameter. Modes: "eager" (op by op: jax un-jitted, torch eager,
 TF eager) and "compiled" (jax.jit, torch.compile, tf.function(jit_compile=True)).
@@ -18,10 +18,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from benchmarks.grid import GridSpec
-from benchmarks.runner import run_calls
-from benchmarks.timer import TimerConfig
-from core.moons import TRAIN_DTYPES, MoonsConfig, make_data, train_spec
+from gelulab.benchmarks.grid import GridSpec
+from gelulab.benchmarks.runner import run_calls
+from gelulab.benchmarks.timer import TimerConfig
+from gelulab.experiments.moons.config import TRAIN_DTYPES, MoonsConfig, make_data, train_spec
 
 ARMS = ("relu", "gelu_none")  # ReLU vs exact GELU (x Φ(x) via erf)
 SEED = 0
@@ -37,7 +37,7 @@ def cells(spec: GridSpec, backend: str, device: str, modes_offered, impls=None) 
     other than relu / gelu_none, dtypes other than float32 / float64 and backends without a moons module (numpy)
     have no train-step cell. impls: overrides spec.impls when given. Each cell is a dict with the grid axes (direction "train step", size = batch size).
     """
-    if importlib.util.find_spec(f"backends.{backend}.moons") is None:
+    if importlib.util.find_spec(f"gelulab.backends.{backend}.moons") is None:
         return []  # numpy: no autodiff, no training step
     batch = MoonsConfig().batch_size
     return [{"backend": backend, "device": device, "mode": mode, "activation": act, "impl": impl,
@@ -55,7 +55,7 @@ def run(backend, bench, cell_list: list[dict], config: TimerConfig, seed: int = 
     A step that fails gives an "error" row with its message; nothing raises."""
     if not cell_list:
         return []
-    moons = importlib.import_module(f"backends.{backend.name}.moons")
+    moons = importlib.import_module(f"gelulab.backends.{backend.name}.moons")
     cfg = MoonsConfig(seeds=(seed,), epochs=1)
     data = {seed: make_data(cfg, seed)}
     rows: list[dict] = []

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core import formulas, mp_forms
+from gelulab.core import formulas, mp_forms
 
 GELU_MODES = ("none", "tanh", "sigmoid")
 IMPLS = ("formula", "builtin")

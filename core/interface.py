@@ -25,8 +25,8 @@ from types import ModuleType
 
 import numpy as np
 
-from core.activations import activation_key, check_impl, get_activation
-from core.dtypes import get_dtype
+from gelulab.core.activations import activation_key, check_impl, get_activation
+from gelulab.core.dtypes import get_dtype
 
 ORDERS = (0, 1, 2)
 

@@ -28,7 +28,7 @@ class KnownFault:
     devices: tuple[str, ...] | None = ("cpu",)
 
     def matches(self, group, region: str) -> bool:
-        """True when this fault covers `group` (a core.parity.Group) on `region`."""
+        """True when this fault covers `group` (a experiments.parity.engine.Group) on `region`."""
         if self.backend is not None and group.backend != self.backend:
             return False
         if self.impl is not None and group.impl != self.impl:

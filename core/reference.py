@@ -17,8 +17,8 @@ from functools import lru_cache
 import mpmath
 import numpy as np
 
-from core.activations import get_activation
-from core.dtypes import get_dtype
+from gelulab.core.activations import get_activation
+from gelulab.core.dtypes import get_dtype
 
 PRECISION_BITS = 160  # ~48 decimal digits, plus -log2|x| bits for tiny |x| (see _reference_mp)
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from core.dtypes import get_dtype
+from gelulab.core.dtypes import get_dtype
 
 
 def _as(values, dtype: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import config
+from gelulab.core import config
 
 
 def cpu_model() -> str:

@@ -1,6 +1,6 @@
 """Tolerances, platform overrides and known upstream faults, as data (not scattered in tests).
 
-How a cell is judged (core.parity.check): element by element, the computed value passes when
+How a cell is judged (experiments.parity.engine.check): element by element, the computed value passes when
   ULP distance to the correctly rounded reference <= max_ulp   or   |error| <= atol + rtol * |reference|.
 A cell passes when every element passes. Special inputs (+-0, +-inf, nan) are judged the same way (inf == inf,
 nan == nan), and for order 0 the sign of a zero result must match too (gelu(-inf) = -0.0, gelu(-0) = -0).
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.dtypes import get_dtype
+from gelulab.core.dtypes import get_dtype
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ UNCOMPARED_NAN_DERIVATIVE = ("relu",)
 
 
 def overrides_for(group) -> list[Override]:
-    """The Overrides that apply to a core.parity.Group (listed in the report beside the cell)."""
+    """The Overrides that apply to a experiments.parity.engine.Group (listed in the report beside the cell)."""
     return [
         o for o in OVERRIDES
         if all(w is None or w == h for w, h in ((o.backend, group.backend), (o.impl, group.impl),
@@ -143,8 +143,8 @@ def in_root_window(order: int, x) -> np.ndarray:
 
 
 def tolerance(group, region: str | None = None) -> Tol:
-    """The Tol for a core.parity.Group: FORMULA_GOALS for impl "formula", else TOLERANCES (its atol_root applies
-    inside ROOT_WINDOWS only, see core.parity); a matching Override switches on flush_subnormals. `region` is
+    """The Tol for a experiments.parity.engine.Group: FORMULA_GOALS for impl "formula", else TOLERANCES (its atol_root applies
+    inside ROOT_WINDOWS only, see experiments.parity.engine); a matching Override switches on flush_subnormals. `region` is
     accepted for symmetry with the known faults and not used."""
     table = FORMULA_GOALS if group.impl == "formula" else TOLERANCES
     tol = table[(group.dtype, group.order)]

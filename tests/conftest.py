@@ -12,7 +12,7 @@ import pytest
 
 os.environ.setdefault("GELULAB_THREADS", "1")
 
-from backends import BackendUnavailable, get_backend, selected_backends
+from gelulab.backends import BackendUnavailable, get_backend, selected_backends
 
 try:
     SELECTED = selected_backends()
@@ -23,7 +23,7 @@ except (ValueError, BackendUnavailable) as e:
 # torch's import (Keras' backend/__init__.py imports torch first for the same reason). Only backends import
 # frameworks, so this loads the torch backend module, not torch itself.
 if "torch" in SELECTED and "tensorflow" in SELECTED:
-    importlib.import_module("backends.torch.activations")
+    importlib.import_module("gelulab.backends.torch.activations")
 
 
 def pytest_report_header(config):

@@ -8,16 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from backends import get_backend
-from benchmarks import activations as bench_cli
-from benchmarks import analysis, trainstep
-from benchmarks.bandwidth import cell_throughput, framework_copy, traffic_bytes
-from benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from_filters
-from benchmarks.runner import counter_growth, hooks, input_array, run_cell
-from benchmarks.timer import QUICK, TimerConfig, measure, timed_blocks, warm_up
-from core import config
-from core.activations import ACTIVATIONS
-from core.dtypes import get_dtype
+from gelulab.backends import get_backend
+from gelulab.benchmarks import activations as bench_cli
+from gelulab.benchmarks import analysis, trainstep
+from gelulab.benchmarks.bandwidth import cell_throughput, framework_copy, traffic_bytes
+from gelulab.benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from_filters
+from gelulab.benchmarks.runner import counter_growth, hooks, input_array, run_cell
+from gelulab.benchmarks.timer import QUICK, TimerConfig, measure, timed_blocks, warm_up
+from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.dtypes import get_dtype
 
 # ---------------------------------------------------------------------------------------------------- the timer
 
@@ -179,7 +179,7 @@ def test_bad_option_fails_before_any_work(tmp_path, capsys):
 
 
 def test_gelulab_parser_accepts_filters_and_compare():
-    import gelulab
+    from gelulab import cli as gelulab
 
     parser = gelulab.build_parser()
     a = parser.parse_args(["bench", "--size", "1e6", "--dtype", "float32,float16", "--quick"])
@@ -345,7 +345,7 @@ def _check_gelu_over_relu(ratios: list[dict], rows: list[dict]) -> None:
 
 @pytest.mark.slow
 def test_quick_run_writes_valid_output(quick_run):
-    from backends import selected_backends
+    from gelulab.backends import selected_backends
 
     code, out = quick_run
     assert code == 0
@@ -385,7 +385,7 @@ def test_quick_run_writes_valid_output(quick_run):
 
 def _reference_first_loss(spec) -> float:
     """sum_i w_i BCE of the MLP with ReLU at the shared initial weights on the first minibatch, in float64 numpy
-    (the loss the first step differentiates; BCE from core.moons.bce_with_logits' formula via numpy.logaddexp)."""
+    (the loss the first step differentiates; BCE from experiments.moons.config.bce_with_logits' formula via numpy.logaddexp)."""
     import numpy as np
 
     idx = spec.order[0, 0, 0]
@@ -420,13 +420,13 @@ def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
 
     import numpy as np
 
-    from core.moons import MoonsConfig, make_data, train_spec
+    from gelulab.experiments.moons.config import MoonsConfig, make_data, train_spec
 
     if backend.name == "numpy":
         pytest.skip("numpy has no autodiff, so no training step")
     cfg = MoonsConfig(seeds=(0,), epochs=1)
     spec = train_spec(cfg, "relu", "matched", "float64", (0,), {0: make_data(cfg, 0)})
-    call, fn = importlib.import_module(f"backends.{backend.name}.moons").bench_step(spec, mode)
+    call, fn = importlib.import_module(f"gelulab.backends.{backend.name}.moons").bench_step(spec, mode)
     assert (fn is None) == (mode == "eager")
     out = call()
     loss = out[2] if backend.name == "jax" else out  # jax: (params, state, loss); torch, tf: loss (S,)
@@ -436,7 +436,7 @@ def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
 
 @pytest.mark.slow
 def test_quick_run_writes_train_step_rows(quick_run):
-    from backends import selected_backends
+    from gelulab.backends import selected_backends
 
     _, out = quick_run
     result = json.loads((out / "bench.json").read_text())

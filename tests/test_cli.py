@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import gelulab
+from gelulab import cli as gelulab
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--backend", "numpy", "--order", "0", "--activation", "relu", "--no-plots"]
@@ -40,7 +40,7 @@ def test_bad_or_empty_filter_is_refused(argv, message, capsys, tmp_path):
 
 
 def test_filters_are_checked_before_any_framework_is_imported():
-    code = ("import sys, gelulab; rc = gelulab.main(['parity', '--backend', 'torch,jax,tensorflow', "
+    code = ("import sys; from gelulab import cli; rc = cli.main(['parity', '--backend', 'torch,jax,tensorflow', "
             "'--dtype', 'float8']); print(rc, sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
@@ -72,7 +72,7 @@ def test_repeated_values_give_the_same_cells(capsys, tmp_path):
 
 def test_absent_device_is_one_line_and_exit_code_2(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "gelulab.py", "parity", *SMALL, "--device", "gpu", "--out", str(tmp_path)],
+    p = subprocess.run([sys.executable, "-m", "gelulab", "parity", *SMALL, "--device", "gpu", "--out", str(tmp_path)],
                        check=False, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert p.returncode == 2
     assert p.stderr.startswith("gelulab parity: error: ") and "'gpu'" in p.stderr and p.stderr.count("\n") == 1
@@ -81,12 +81,12 @@ def test_absent_device_is_one_line_and_exit_code_2(tmp_path):
 
 
 def test_missing_framework_is_a_clean_error(capsys, monkeypatch, tmp_path):
-    import backends
+    from gelulab import backends
 
     def unavailable(name, device=None):
         raise backends.BackendUnavailable(f"backend {name!r} is not available; install it with: pip install x")
 
-    monkeypatch.setattr("experiments.parity.get_backend", unavailable)
+    monkeypatch.setattr("gelulab.experiments.parity.command.get_backend", unavailable)
     rc, err = _main(capsys, *SMALL, "--dtype", "float16", "--out", str(tmp_path))
     assert rc == 2 and err == "gelulab parity: error: backend 'numpy' is not available; install it with: pip install x\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.dtypes import DTYPES
+from gelulab.core.dtypes import DTYPES
 
 FORMS = ["gelu_none", "gelu_tanh", "gelu_sigmoid"]
 

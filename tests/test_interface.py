@@ -9,10 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from backends import BackendUnavailable, get_backend
-from core import config
-from core.activations import ACTIVATIONS, check_mode
-from core.dtypes import DTYPES
+from gelulab.backends import BackendUnavailable, get_backend
+from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS, check_mode
+from gelulab.core.dtypes import DTYPES
 
 
 @pytest.mark.parametrize("bad", [True, False, None, "exact", "erf", "", 1])
@@ -68,7 +68,7 @@ def test_backend_list_parsing():
 
 
 def test_missing_framework_names_install_command(monkeypatch):
-    import backends
+    from gelulab import backends
 
     monkeypatch.setattr(backends, "installed_backends", lambda: ["numpy"])
     monkeypatch.setenv("GELULAB_BACKEND", "numpy,torch")

@@ -19,13 +19,14 @@ import pytest
 from scipy import stats as sps
 from sklearn.datasets import make_moons
 
-import gelulab
-from backends import installed_backends, selected_backends
-from backends.numpy import activations as npx
-from core import moons as M
-from core import stats
-from core.activations import ACTIVATIONS
-from experiments import moons as X
+from gelulab import cli as gelulab
+from gelulab.backends import installed_backends, selected_backends
+from gelulab.backends.numpy import activations as npx
+from gelulab.core import training
+from gelulab.experiments.moons import config as M
+from gelulab.core import stats
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.experiments.moons import study as X
 
 TRAINABLE = [b for b in X.gconfig.BACKEND_NAMES if b not in X.NO_AUTODIFF]
 
@@ -177,13 +178,13 @@ def test_glorot_uniform_init():
 
 
 def _adam_numpy(grads, cfg):
-    """Apply core.moons.adam_step to `grads` in turn from p = 0; one step per epoch (70 train points, batch
+    """Apply experiments.moons.config.adam_step to `grads` in turn from p = 0; one step per epoch (70 train points, batch
     70)."""
     c1, c2 = M.adam_bias_corrections(dataclasses.replace(cfg, n_samples=100, batch_size=70, epochs=len(grads)))
     assert c1.shape == (len(grads), 1)
     p, m, v, out = np.zeros_like(grads[0]), np.zeros_like(grads[0]), np.zeros_like(grads[0]), []
     for t, g in enumerate(grads):
-        d, m, v = M.adam_step(g, m, v, c1[t, 0], c2[t, 0], cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, np.sqrt)
+        d, m, v = training.adam_step(g, m, v, c1[t, 0], c2[t, 0], cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, np.sqrt)
         p = p - d
         out.append(p)
     return out
@@ -217,7 +218,7 @@ def test_adam_step_matches_torch_and_optax(reference):
             theirs.append(p.detach().numpy().copy())
     else:
         pytest.importorskip("optax")
-        from backends import get_backend
+        from gelulab.backends import get_backend
 
         get_backend("jax")  # x64 on
         import jax.numpy as jnp
@@ -309,7 +310,7 @@ def test_benjamini_hochberg_by_hand():
 
 def _numpy_reference(cfg: M.MoonsConfig, arm: str, seed: int) -> np.ndarray:
     """Running training loss per epoch, by hand in numpy float64: explicit backprop with the catalogue's
-    closed-form derivative (no autodiff), core.moons.adam_step, the shared init and order."""
+    closed-form derivative (no autodiff), experiments.moons.config.adam_step, the shared init and order."""
     act = ACTIVATIONS[arm]
     data, order, weights = M.make_data(cfg, seed), M.epoch_orders(cfg, seed), M.batch_weights(cfg)
     shares = (weights > 0).sum(1) / (weights > 0).sum()
@@ -334,7 +335,7 @@ def _numpy_reference(cfg: M.MoonsConfig, arm: str, seed: int) -> np.ndarray:
                 if i:
                     delta = (delta @ params[i].T) * act.d1(npx, pre[i // 2 - 1])
             for j, g in enumerate(grads):
-                d, m[j], v[j] = M.adam_step(g, m[j], v[j], c1[e, k], c2[e, k], cfg.lr, cfg.beta1, cfg.beta2,
+                d, m[j], v[j] = training.adam_step(g, m[j], v[j], c1[e, k], c2[e, k], cfg.lr, cfg.beta1, cfg.beta2,
                                             cfg.eps, np.sqrt)
                 params[j] = params[j] - d
         curve.append(running)
@@ -381,7 +382,7 @@ def test_small_study_learns_the_moons(small_study, backend_name):
 @pytest.mark.slow
 def test_batched_seeds_equal_one_seed_training(backend_name):
     _skip_numpy(backend_name)
-    module = importlib.import_module(f"backends.{backend_name}.moons")
+    module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     X.get_backend(backend_name)
     data = {s: M.make_data(SMALL, s) for s in SMALL.seeds}
     together = module.train(M.train_spec(SMALL, "gelu_none", "matched", "float64", SMALL.seeds, data))
@@ -395,7 +396,7 @@ def test_resume_after_interrupt_gives_identical_numbers(small_study, tmp_path, m
     _skip_numpy(backend_name)
     results, out = small_study
     cfg = dataclasses.replace(SMALL, arms=("relu", "gelu_tanh"))  # the fixture's groups: compiled already
-    module = importlib.import_module(f"backends.{backend_name}.moons")
+    module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     real, calls = module.train, []
 
     def interrupted(spec):
@@ -430,7 +431,7 @@ def test_resume_after_interrupt_gives_identical_numbers(small_study, tmp_path, m
 def test_native_regime_uses_framework_defaults(small_study, backend_name):
     _skip_numpy(backend_name)
     results, _ = small_study
-    module = importlib.import_module(f"backends.{backend_name}.moons")
+    module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     data = {s: M.make_data(SMALL, s) for s in SMALL.seeds}
     out = module.train(M.train_spec(SMALL, "relu", "native", "float64", SMALL.seeds, data))
     matched = np.array([r["curves"]["train_loss"] for r in sorted(results["runs"], key=lambda r: r["seed"])

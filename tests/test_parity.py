@@ -12,10 +12,10 @@ from functools import lru_cache
 import pytest
 from conftest import SELECTED
 
-from backends import get_backend
-from core.known_faults import known_fault
-from core.parity import Group, check, evaluate, groups
-from core.regions import REGIONS
+from gelulab.backends import get_backend
+from gelulab.core.known_faults import known_fault
+from gelulab.experiments.parity.engine import Group, check, evaluate, groups
+from gelulab.core.regions import REGIONS
 
 
 def _params():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.special
 
-from core.activations import get_activation
-from core.dtypes import get_dtype
-from core.reference import reference, reference_float, reference_mp
+from gelulab.core.activations import get_activation
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.reference import reference, reference_float, reference_mp
 
 
 @pytest.mark.parametrize(

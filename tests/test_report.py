@@ -1,10 +1,10 @@
-"""core.report.environment(): a missing optional package is recorded, never fatal; threads in effect per backend."""
+"""gelulab.core.report.environment(): a missing optional package is recorded, never fatal; threads in effect per backend."""
 from __future__ import annotations
 
 import types
 
-from core.interface import Backend
-from core.report import environment
+from gelulab.core.interface import Backend
+from gelulab.core.report import environment
 
 
 def _module(versions, threads=None):
@@ -33,6 +33,6 @@ def test_threads_in_effect_come_from_the_backend_module():
 
 
 def test_numpy_backend_reports_its_single_thread():
-    from backends import get_backend
+    from gelulab.backends import get_backend
 
     assert environment([get_backend("numpy")])["threads_in_effect"] == {"numpy": {"intra_op": 1}}

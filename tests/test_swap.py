@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from backends import get_backend, selected_backends
-from core import bert
-from experiments import swap
+from gelulab.backends import get_backend, selected_backends
+from gelulab.experiments.swap import model as bert
+from gelulab.experiments.swap import command as swap
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import re
 
-from core import config
-from core.dtypes import get_dtype
-from core.formulas import SIGMOID_SCALE
+from gelulab.core import config
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.formulas import SIGMOID_SCALE
 
 
 def _xla_threads_flags(threads: int) -> None:

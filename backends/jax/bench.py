@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backends.jax.activations import threads  # noqa: F401 - the bench hook, defined once
+from gelulab.backends.jax.activations import threads  # noqa: F401 - the bench hook, defined once
 
 
 def sync(y) -> None:

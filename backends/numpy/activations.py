@@ -13,8 +13,8 @@ import scipy
 import scipy.special
 import scipy.stats
 
-from core.dtypes import get_dtype
-from core.formulas import CLAMP, SIGMOID_SCALE, SQRT_2_OVER_PI, TANH_CUBIC
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.formulas import CLAMP, SIGMOID_SCALE, SQRT_2_OVER_PI, TANH_CUBIC
 
 NAME = "numpy"
 MODES = ("eager",)

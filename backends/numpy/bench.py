@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.numpy.activations import threads  # noqa: F401 - the bench hook, defined once
+from gelulab.backends.numpy.activations import threads  # noqa: F401 - the bench hook, defined once
 
 
 def sync(y) -> None:

@@ -1,4 +1,4 @@
-"""numpy BERT encoder for core.bert's weights: inference only (numpy has no autodiff, so no fine-tune here).
+"""numpy BERT encoder for experiments.swap.model's weights: inference only (numpy has no autodiff, so no fine-tune here).
 
 A fourth, framework-free reference for the parity tests. Architecture: Devlin et al. 2019 (arXiv:1810.04805),
 post-LayerNorm, as transformers' BertModel; softmax from scipy.special. Matrix products use OpenBLAS with the
@@ -10,8 +10,8 @@ import numpy as np
 import scipy.special
 from threadpoolctl import threadpool_limits
 
-from core import config as gelulab_config
-from core.bert import attention_bias
+from gelulab.core import config as gelulab_config
+from gelulab.core.encoder import attention_bias
 
 
 def to_framework(params: dict) -> dict:

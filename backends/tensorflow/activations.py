@@ -13,8 +13,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 
-from core.dtypes import get_dtype
-from core.formulas import SIGMOID_SCALE
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.formulas import SIGMOID_SCALE
 
 NAME = "tensorflow"
 MODES = ("eager", "compiled")

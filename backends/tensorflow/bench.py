@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from backends.tensorflow.activations import threads  # noqa: F401 - the bench hook, defined once
+from gelulab.backends.tensorflow.activations import threads  # noqa: F401 - the bench hook, defined once
 
 
 def sync(y) -> None:

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.dtypes import get_dtype
-from core.formulas import SIGMOID_SCALE
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.formulas import SIGMOID_SCALE
 
 NAME = "torch"
 MODES = ("eager", "compiled")

@@ -1,7 +1,7 @@
-"""PyTorch BERT encoder for core.bert's numpy weights, and the distillation fine-tune (torch.optim.Adam).
+"""PyTorch BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (torch.optim.Adam).
 
 Architecture: Devlin et al. 2019 (arXiv:1810.04805), post-LayerNorm, as transformers' BertModel; attention through
-torch.nn.functional.scaled_dot_product_attention with the additive padding bias of core.bert.attention_bias.
+torch.nn.functional.scaled_dot_product_attention with the additive padding bias of core.encoder.attention_bias.
 The FFN activation is any callable, e.g. `backends.get_backend("torch").function(key, impl)`.
 """
 from __future__ import annotations
@@ -10,12 +10,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backends.torch.activations import torch_device
-from core.bert import attention_bias
+from gelulab.backends.torch.activations import torch_device
+from gelulab.core.encoder import attention_bias
 
 
 def to_framework(params: dict) -> dict:
-    """core.bert params (numpy float32) -> the same nested dict of float32 torch tensors (copies)."""
+    """experiments.swap.model params (numpy float32) -> the same nested dict of float32 torch tensors (copies)."""
     dev = torch_device()
     t = {k: torch.tensor(v, device=dev) for k, v in params.items() if k != "layers"}
     t["layers"] = [{k: torch.tensor(v, device=dev) for k, v in layer.items()} for layer in params["layers"]]

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 COMMANDS = {
-    "run": ("gelulab", "the main job: parity summary and the moons experiment, one report"),
-    "parity": ("experiments.parity", "forward and gradient parity against the mpmath reference"),
-    "moons": ("experiments.moons", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
-    "bench": ("benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
-    "swap": ("experiments.swap", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
+    "run": ("gelulab.cli", "the main job: parity summary and the moons experiment, one report"),
+    "parity": ("gelulab.experiments.parity.command", "forward and gradient parity against the mpmath reference"),
+    "moons": ("gelulab.experiments.moons.study", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
+    "bench": ("gelulab.benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
+    "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
 }
 
 
@@ -32,10 +32,11 @@ def run(args) -> int:
     """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
     moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
-    from backends import get_backend, selected_backends
-    from core.moons import MoonsConfig
-    from core.report import atomic_write_text, environment, write_json
-    from experiments import moons, parity
+    from gelulab.backends import get_backend, selected_backends
+    from gelulab.experiments.moons.config import MoonsConfig
+    from gelulab.core.report import atomic_write_text, environment, write_json
+    from gelulab.experiments.moons import study as moons
+    from gelulab.experiments.parity import command as parity
 
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: expected at least 1")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (0 success, 2 bad
     configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line)."""
     args = build_parser().parse_args(argv)
-    from backends import BackendUnavailable, DeviceUnavailable
+    from gelulab.backends import BackendUnavailable, DeviceUnavailable
 
     module = importlib.import_module(args._module)
     try:

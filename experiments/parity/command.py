@@ -1,7 +1,7 @@
 """`gelulab parity`: the parity matrix as a report (Markdown, JSON, plots, special-value behaviour matrix).
 
 Every cell (backend x impl x activation x dtype x mode x derivative order x region) is compared with the
-correctly rounded mpmath reference (core.parity); cells beyond tolerance are flagged, with the upstream link when
+correctly rounded mpmath reference (experiments.parity.engine); cells beyond tolerance are flagged, with the upstream link when
 the fault is known (core.tolerances.KNOWN_FAULTS). Eager is no oracle: every mode is compared with the reference.
 """
 from __future__ import annotations
@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from backends import get_backend, selected_backends
-from core import config
-from core.activations import ACTIVATIONS, IMPLS
-from core.dtypes import DTYPES
-from core.interface import ORDERS
-from core.known_faults import KNOWN_FAULTS
-from core.parity import check, evaluate, groups
-from core.reference import reference, reference_float
-from core.regions import ISSUE_TAIL_POINT, REGIONS
-from core.report import atomic_write_text, environment, fmt, markdown_table, write_json
-from core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+from gelulab.backends import get_backend, selected_backends
+from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.dtypes import DTYPES
+from gelulab.core.interface import ORDERS
+from gelulab.core.known_faults import KNOWN_FAULTS
+from gelulab.experiments.parity.engine import check, evaluate, groups
+from gelulab.core.reference import reference, reference_float
+from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
+from gelulab.core.report import atomic_write_text, environment, fmt, markdown_table, write_json
+from gelulab.core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
 
 SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
 

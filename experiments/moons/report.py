@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from core import stats
-from core.activations import ACTIVATIONS
-from core.moons import split_sizes
-from core.report import fmt, markdown_table
+from gelulab.core import stats
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.experiments.moons.config import split_sizes
+from gelulab.core.report import fmt, markdown_table
 
 AGREEMENT_TOL = 1e-6  # issue 2/4: float64 matched training losses of the backends agree within this
 ACCURACY_BAR = 0.94  # issue 2: every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)

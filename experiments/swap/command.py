@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from backends import BackendUnavailable, get_backend, selected_backends
-from core import bert
-from core.activations import IMPLS, get_activation
-from core.config import parse_backend_list
-from core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.backends import BackendUnavailable, get_backend, selected_backends
+from gelulab.experiments.swap import model as bert
+from gelulab.core.activations import IMPLS, get_activation
+from gelulab.core.config import parse_backend_list
+from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 
 DATA = Path(__file__).resolve().parent / "data" / "sentence_pairs.tsv"
 ORIGINAL = "gelu_none"
@@ -85,7 +85,7 @@ def generate_sentences(n: int, seed: int, vocabulary: Sequence[str] = ()) -> lis
 
 
 def load_pairs(path: str | Path = DATA) -> list[tuple[str, str, str]]:
-    """Sentence pairs from a TSV with header `label<TAB>sentence_a<TAB>sentence_b`; label in core.bert.PAIR_LABELS.
+    """Sentence pairs from a TSV with header `label<TAB>sentence_a<TAB>sentence_b`; label in experiments.swap.model.PAIR_LABELS.
     Returns [(label, a, b)]. Raises ValueError naming the file and line of a malformed row or unknown label, or
     when there is no pair of some label or the file does not exist."""
     if not Path(path).is_file():
@@ -112,7 +112,7 @@ def load_pairs(path: str | Path = DATA) -> list[tuple[str, str, str]]:
 def encoder_module(name: str):
     """The backend's `bert` module (backends/<name>/bert.py), after the backend's setup (threads, device)."""
     get_backend(name)
-    return importlib.import_module(f"backends.{name}.bert")
+    return importlib.import_module(f"gelulab.backends.{name}.bert")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

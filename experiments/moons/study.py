@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from backends import BackendUnavailable, get_backend, installed_backends, selected_backends
-from core import config as gconfig
-from core.moons import (
+from gelulab.backends import BackendUnavailable, get_backend, installed_backends, selected_backends
+from gelulab.core import config as gconfig
+from gelulab.experiments.moons.config import (
     ARMS,
     REGIMES,
     TRAIN_DTYPES,
@@ -42,9 +42,9 @@ from core.moons import (
     make_data,
     train_spec,
 )
-from core.moons_plots import write_plots
-from core.moons_report import analyse, markdown
-from core.report import atomic_write_text, environment, write_json
+from gelulab.experiments.moons.plots import write_plots
+from gelulab.experiments.moons.report import analyse, markdown
+from gelulab.core.report import atomic_write_text, environment, write_json
 
 __all__ = ["NO_AUTODIFF", "MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
 
@@ -138,7 +138,7 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
     t0 = time.perf_counter()
     cfg = MoonsConfig.from_dict(cfg_dict)
     backend = get_backend(backend_name)
-    module = importlib.import_module(f"backends.{backend_name}.moons")
+    module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     versions = backend.versions()
     startup = time.perf_counter() - t0
     key = cfg.run_key()
@@ -263,7 +263,7 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     Returns a dict: config, backends, skipped {name: reason}, environment (core.report.environment), runs (one
     record per (backend, regime, dtype, arm, seed): metrics, per-epoch curves, recipe, timing, versions),
     boundaries (decision-boundary logits of the plot seed), timing per backend, wall_s, and the analysis
-    (summary, paired, agreement, defaults, conclusions; see core.moons_report.analyse).
+    (summary, paired, agreement, defaults, conclusions; see experiments.moons.report.analyse).
 
     Raises TypeError when config is not a MoonsConfig; ValueError (before any training) for a bad config, an
     unknown backend or a results folder holding runs of other settings; BackendUnavailable for a named backend

@@ -12,14 +12,14 @@ from functools import cache
 
 import numpy as np
 
-from core.activations import ACTIVATIONS, IMPLS
-from core.dtypes import DTYPES
-from core.interface import ORDERS
-from core.known_faults import known_fault
-from core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
-from core.reference import reference
-from core.regions import REGIONS, region
-from core.tolerances import UNCOMPARED_NAN_DERIVATIVE, in_root_window, tolerance
+from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.dtypes import DTYPES
+from gelulab.core.interface import ORDERS
+from gelulab.core.known_faults import known_fault
+from gelulab.core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
+from gelulab.core.reference import reference
+from gelulab.core.regions import REGIONS, region
+from gelulab.core.tolerances import UNCOMPARED_NAN_DERIVATIVE, in_root_window, tolerance
 
 
 @dataclass(frozen=True)

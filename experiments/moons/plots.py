@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.activations import ACTIVATIONS
-from core.moons import MoonsConfig, make_data
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.experiments.moons.config import MoonsConfig, make_data
 
 COLORS = {"jax": "#1b9e77", "torch": "#d95f02", "tensorflow": "#7570b3"}
 MARKERS = {"matched": "o", "native": "^"}
