@@ -1,16 +1,46 @@
 """gelulab: ReLU, exact GELU (x Phi(x), written with erfc), the tanh and sigmoid approximations and SiLU, in JAX,
 PyTorch and TensorFlow beside each framework's builtin, checked against a correctly rounded mpmath reference.
 
-Importing gelulab imports no framework and changes no framework setting. The public names are resolved lazily:
+Importing gelulab imports no framework and changes no framework setting; neither does `get_backend` or any
+activation call. The public names are resolved lazily:
 
     get_backend(name, device=None)   the Backend of one framework (gelulab.backends)
+    reproducible(threads=1, *, x64=True, tf32=False, backends=None)
+                                     the one call that changes framework-wide settings (threads, JAX x64,
+                                     TF32 / matmul precision), as the command line and the experiments do
+    capabilities(name)               a backend's capability record (modes, devices, autodiff, install extra)
+    BACKEND_NAMES                    the backends gelulab knows, in canonical order
+    ACTIVATIONS                      the activation catalogue (gelulab.core.activations)
 """
 from __future__ import annotations
 
-__version__ = "0.2.0"
+from importlib import metadata as _metadata
+
+
+def _version() -> str:
+    """The installed distribution's version (written once, in pyproject.toml); from a checkout that was never
+    installed, pyproject.toml beside this file (the repository root is the package); else "unknown"."""
+    try:
+        return _metadata.version("gelulab")
+    except _metadata.PackageNotFoundError:
+        pass
+    try:
+        from pathlib import Path
+
+        import tomllib
+
+        return tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["project"]["version"]
+    except (ImportError, OSError, KeyError):
+        return "unknown"
+
+
+__version__ = _version()
 
 _LAZY = {
     "get_backend": ("gelulab.backends", "get_backend"),
+    "reproducible": ("gelulab.backends.settings", "reproducible"),
+    "capabilities": ("gelulab.backends", "capabilities"),
+    "BACKEND_NAMES": ("gelulab.backends", "BACKEND_NAMES"),
     "ACTIVATIONS": ("gelulab.core.activations", "ACTIVATIONS"),
 }
 

@@ -2,12 +2,14 @@
 
 The only module that imports experiments and benchmarks. Each command module provides
 `add_arguments(parser)` and `run(args) -> int`; `gelulab run` is the main job (parity summary + moons with a few
-seeds, one results folder).
+seeds, one results folder). Every command runs under `gelulab.reproducible(threads=GELULAB_THREADS)` (default 1
+thread per framework, JAX x64 on, TF32 off), applied before any framework starts.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,9 +35,9 @@ def run(args) -> int:
     moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
     from gelulab.backends import get_backend, selected_backends
-    from gelulab.experiments.moons.config import MoonsConfig
     from gelulab.core.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
+    from gelulab.experiments.moons.config import MoonsConfig
     from gelulab.experiments.parity import command as parity
 
     if args.seeds < 1:
@@ -95,12 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (0 success, 2 bad
-    configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line)."""
+    configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line).
+
+    Before the command runs: gelulab.reproducible(threads=GELULAB_THREADS) and, unless set, TF_CPP_MIN_LOG_LEVEL=2
+    (TensorFlow's C++ start-up messages off)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
-    from gelulab.backends import BackendUnavailable, DeviceUnavailable
+    from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible
+    from gelulab.core import config
 
     module = importlib.import_module(args._module)
     try:
+        reproducible(threads=config.threads())
         return int(module.run(args) or 0)
     except (ValueError, BackendUnavailable, DeviceUnavailable) as e:
         # bad configuration, missing framework, absent device (backend setup): one clear line, no traceback

@@ -1,16 +1,40 @@
-"""Backends: one package per framework (`backends/<name>/`), each the only importer of its framework.
+"""Backends: one folder per framework (`backends/<name>/`), each the only importer of its framework.
 
-`get_backend(name)` imports the framework lazily, so a missing framework disables that backend alone with a
-clear message. `selected_backends()` reads GELULAB_BACKEND (see core.config).
+The registry: every backend's `Capabilities` record (declared in `backends/<name>/__init__.py`, which imports no
+framework) in canonical order, torch before tensorflow (importing TensorFlow first can crash torch's import; Keras
+imports them in this order too). BACKEND_NAMES and the install commands derive from it. A new backend is a folder
+with an `__init__.py` record and the modules implementing the Protocols of core.contract, plus one line in
+`_RECORDS` below.
+
+`get_backend(name)` imports the framework lazily, so a missing framework disables that backend alone with a clear
+message; it changes no framework-wide setting (`gelulab.reproducible` does that, explicitly).
+`selected_backends()` reads GELULAB_BACKEND.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from functools import cache
 
+from gelulab.backends.jax import CAPABILITIES as _JAX
+from gelulab.backends.numpy import CAPABILITIES as _NUMPY
+from gelulab.backends.tensorflow import CAPABILITIES as _TENSORFLOW
+from gelulab.backends.torch import CAPABILITIES as _TORCH
 from gelulab.core import config
+from gelulab.core import settings as _settings
+from gelulab.core.contract import Capabilities
 from gelulab.core.interface import Backend
+
+_RECORDS = (_NUMPY, _JAX, _TORCH, _TENSORFLOW)
+_applied: dict = {}  # backend name -> the Settings last applied to its framework
+REGISTRY: dict[str, Capabilities] = {c.name: c for c in _RECORDS}
+BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
+INSTALL_HINT: dict[str, str] = {c.name: c.install_hint for c in _RECORDS}
+
+__all__ = ["BACKEND_NAMES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities", "DeviceUnavailable",
+           "capabilities", "get_backend", "installed_backends", "parse_backend_list", "reproducible",
+           "requested_backends", "selected_backends"]
 
 
 class BackendUnavailable(RuntimeError):
@@ -21,53 +45,113 @@ class DeviceUnavailable(RuntimeError):
     """The requested device (GELULAB_DEVICE / --device) is absent, or the backend cannot run on it."""
 
 
-@cache
-def _load(name: str, device: str) -> Backend:
-    if name not in config.BACKEND_NAMES:
-        raise ValueError(f"unknown backend {name!r}; valid backends: {list(config.BACKEND_NAMES)}")
+def _unknown(name) -> ValueError:
+    return ValueError(f"unknown backend {name!r}; valid backends: {list(BACKEND_NAMES)}")
+
+
+def capabilities(name: str) -> Capabilities:
+    """The capability record of backend `name` (no framework is imported). Raises ValueError for an unknown name,
+    listing the valid ones."""
+    if name not in REGISTRY:
+        raise _unknown(name)
+    return REGISTRY[name]
+
+
+def parse_backend_list(value: str | None) -> list[str] | None:
+    """Parse a GELULAB_BACKEND-style string ("torch, jax") into names, repeats dropped; None/empty -> None (meaning:
+    all installed).
+
+    Raises ValueError naming the bad entry and the valid names, or when the string names no backend (",").
+    """
+    if value is None or not value.strip():
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ValueError(f"GELULAB_BACKEND={value!r} names no backend; valid backends: {list(BACKEND_NAMES)}")
+    for n in names:
+        if n not in REGISTRY:
+            raise ValueError(f"unknown backend {n!r} in GELULAB_BACKEND={value!r}; valid backends: "
+                             f"{list(BACKEND_NAMES)}")
+    return list(dict.fromkeys(names))
+
+
+def requested_backends() -> list[str] | None:
+    """Backends named by GELULAB_BACKEND, or None when it is unset/empty (ValueError as parse_backend_list)."""
+    return parse_backend_list(os.environ.get("GELULAB_BACKEND"))
+
+
+def activations_module(name: str, apply: bool = True):
+    """Import backend `name`'s activations module (and so its framework); with `apply`, the settings of an earlier
+    `gelulab.reproducible` call are applied to it first thing, before the framework's runtime starts. Raises
+    ValueError for an unknown name, BackendUnavailable when the framework does not import (naming the install
+    command)."""
+    caps = capabilities(name)
     try:
         module = importlib.import_module(f"gelulab.backends.{name}.activations")
     except ImportError as e:
-        raise BackendUnavailable(
-            f"backend {name!r} is not available ({e}); install it with: {config.INSTALL_HINT[name]}"
-        ) from e
+        raise BackendUnavailable(f"backend {name!r} is not available ({e}); install it with: {caps.install_hint}") from e
+    requested = _settings.requested()
+    if apply and requested is not None and _applied.get(name) != requested:
+        apply_settings(name, module, requested)
+    return module
+
+
+def apply_settings(name: str, module, settings) -> dict:
+    """Apply core.settings.Settings to backend `name` through its activations `module`; returns what was set."""
+    done = module.apply_settings(settings)
+    _applied[name] = settings
+    return done
+
+
+@cache
+def _load(name: str, device: str) -> Backend:
+    caps = capabilities(name)
+    if device not in caps.devices:
+        raise DeviceUnavailable(f"backend {name!r} runs on {list(caps.devices)}, not on {device!r}")
+    module = activations_module(name)
     try:
-        module.setup(device, config.threads())
+        module.setup(device)
     except RuntimeError as e:
         raise DeviceUnavailable(" ".join(str(e).split())) from e
-    return Backend(name=name, device=device, module=module)
+    return Backend(name=name, device=device, module=module, capabilities=caps)
 
 
 def get_backend(name: str, device: str | None = None) -> Backend:
     """The Backend for `name` ("numpy", "jax", "torch", "tensorflow") on `device` (default: GELULAB_DEVICE or cpu).
 
-    Raises ValueError for an unknown name (listing the valid ones), BackendUnavailable when its framework is not
-    installed (naming the install command), DeviceUnavailable (a RuntimeError) when the device is not
-    present or the backend cannot use it.
+    Imports the framework on first use and changes none of its global settings (threads, x64, matmul precision,
+    TF32; see gelulab.reproducible). Raises ValueError for an unknown name (listing the valid ones),
+    BackendUnavailable when its framework is not installed (naming the install command), DeviceUnavailable (a
+    RuntimeError) when the device is not present or the backend cannot use it.
     """
     return _load(name, device or config.device())
 
 
 def installed_backends() -> list[str]:
-    """Names of backends whose framework imports here, in the canonical order."""
-    out = []
-    for name in config.BACKEND_NAMES:
-        if name == "numpy" or importlib.util.find_spec(name) is not None:
-            out.append(name)
-    return out
+    """Names of backends whose framework package is installed here (record's `package`), in canonical order."""
+    return [c.name for c in _RECORDS if importlib.util.find_spec(c.package) is not None]
 
 
 def selected_backends() -> list[str]:
-    """Backends chosen by GELULAB_BACKEND (all installed ones when unset).
+    """Backends chosen by GELULAB_BACKEND (all installed ones when unset), in the order named.
 
     Raises ValueError for an unknown name, BackendUnavailable for a named backend whose framework is missing.
     """
-    names = config.requested_backends()
+    names = requested_backends()
     if names is None:
         return installed_backends()
-    missing = [n for n in names if n not in installed_backends()]
+    installed = installed_backends()
+    missing = [n for n in names if n not in installed]
     if missing:
         raise BackendUnavailable(
-            "; ".join(f"backend {n!r} is not installed: {config.INSTALL_HINT[n]}" for n in missing)
+            "; ".join(f"backend {n!r} is not installed: {REGISTRY[n].install_hint}" for n in missing)
         )
     return names
+
+
+def __getattr__(name: str):
+    if name == "reproducible":  # defined in backends.settings, which imports this module
+        from gelulab.backends.settings import reproducible
+
+        return reproducible
+    raise AttributeError(f"module 'gelulab.backends' has no attribute {name!r}")

@@ -16,14 +16,14 @@ Usage:
 Outputs (default results/bench/): bench.json (environment: CPU, cores, threads and versions; every cell;
 ratios), bench.md (tables), throughput_<backend>_<dtype>.png (log-log throughput vs size with the bandwidth line).
 
-Threads: GELULAB_THREADS (default 1, or --threads) is applied to every framework when its backend is loaded, and
-the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
+Settings: `gelulab.reproducible(threads=GELULAB_THREADS or --threads, default 1)` is called before any backend
+loads (thread counts, JAX x64, no TF32), and the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
 it (it is recorded); to benchmark without it, unset it on the command line of that one run:
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
 Default grid on a CPU: 4 activations × 2 impls × 2 directions × 5 sizes (1e3..1e7) × 2 dtypes (float32,
 bfloat16) × 2 modes (numpy: eager only), 1120 cells, about 10 min on the 2-core reference machine; --full adds
-float16 and float64 (issue 5's whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
+float16 and float64 (the whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
 --device gpu on a machine with a GPU (sizes to 1e8).
 
 Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
@@ -33,7 +33,7 @@ into a preallocated buffer 5.7 ms; with MALLOC_MMAP_THRESHOLD_=4294967296 in the
 The default run keeps the default allocator (what users get); "% copy same size" compares with a copy into a
 preallocated array, so the gap at 1e7 is mostly this cost.
 
-Training step (issue 5, fourth bullet; benchmarks/trainstep.py): after each backend's activation cells, one moons
+Training step (benchmarks/trainstep.py): after each backend's activation cells, one moons
 MLP training step (2 -> 64 -> 64 -> 1, batch 32, Adam) per mode × relu / gelu_none × impl × dtype (float32,
 float64 where the dtype filter selects them), timed side by side; rows in bench.json's "train_step", the
 GELU ÷ ReLU ratios in ratios["train_step_gelu_over_relu"], a table in bench.md. On by default (--quick: formula
@@ -53,6 +53,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from gelulab.backends import BACKEND_NAMES
 from gelulab.benchmarks import analysis, plots, report, trainstep
 from gelulab.benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
 from gelulab.benchmarks.grid import GridSpec, spec_from_filters
@@ -72,12 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{axis}", action="append", metavar="V[,V...]",
                             help=f"only these {axis} values (repeatable or comma-separated)")
     parser.add_argument("--full", action="store_true",
-                        help="issue 5's whole grid: all four dtypes (default: float32 and bfloat16)")
+                        help="the whole grid: all four dtypes (default: float32 and bfloat16)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (under a minute)")
     parser.add_argument("--out", default="results/bench", help="output folder (default results/bench)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads per framework (sets GELULAB_THREADS before the backends load; default 1)")
+                        help="threads per framework (gelulab.reproducible(threads=N) before the backends load; default "
+                             "GELULAB_THREADS, else 1)")
     parser.add_argument("--copy-mib", type=int, default=None,
                         help="MiB of each array of the copy-bandwidth measurement (default 1024; --quick 64)")
     parser.add_argument("--min-run-s", type=float, default=None,
@@ -96,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cmp.add_argument("b", help="bench.json of the run to compare")
 
 
-def _spec(args, installed=config.BACKEND_NAMES) -> GridSpec:
+def _spec(args, installed=BACKEND_NAMES) -> GridSpec:
     return spec_from_filters(backends=args.backend, devices=args.device, modes=args.mode,
                              activations=args.activation, impls=args.impl, directions=args.direction,
                              dtypes=args.dtype, sizes=args.size, quick=args.quick, full=args.full,
@@ -152,7 +154,7 @@ def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None =
                 continue
             # setup is idempotent; calling it again re-selects this device if another device of the same
             # framework ran since the backend was loaded (the frameworks keep the device in module state)
-            backend.module.setup(device, config.threads())
+            backend.module.setup(device)
             info["backends"].append(backend)
             tag = f"{name}/{device}"
             info["threads_in_effect"][tag] = bench.threads()
@@ -259,8 +261,10 @@ def run(args) -> int:
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
     if _positive("threads", args.threads, int) is not None:
-        os.environ["GELULAB_THREADS"] = str(args.threads)
-    from gelulab.backends import installed_backends
+        os.environ["GELULAB_THREADS"] = str(args.threads)  # recorded in the environment of the report
+    from gelulab.backends import installed_backends, reproducible
+
+    reproducible(threads=config.threads())  # before any backend loads: thread counts, x64, no TF32
 
     spec = _spec(args, installed_backends())
     timer = timer_config(args)
@@ -325,7 +329,7 @@ def compare_command(args) -> int:
     filters); returns 0, or 1 when no cell is in both files."""
     a, b = load_cells(args.a), load_cells(args.b)
     # only explicit filters apply here: not GELULAB_BACKEND, --quick or the default dtypes of a run
-    spec = spec_from_filters(backends=args.backend or list(config.BACKEND_NAMES), devices=args.device,
+    spec = spec_from_filters(backends=args.backend or list(BACKEND_NAMES), devices=args.device,
                              modes=args.mode, activations=args.activation, impls=args.impl,
                              directions=args.direction, dtypes=args.dtype, sizes=args.size, full=True)
     devices = spec.devices if args.device else None

@@ -61,7 +61,7 @@ def gelu_over_relu(rows: list[dict]) -> list[dict]:
 
 def formula_over_builtin(rows: list[dict]) -> list[dict]:
     """For every formula cell with a builtin cell at the same other axes: {the axes but impl, "ratio": median
-    formula time / median builtin time, "formula_s", "builtin_s"}. Issue 5's goal: ratio <= 1.2 at 1e6 float32."""
+    formula time / median builtin time, "formula_s", "builtin_s"}. The goal: ratio <= 1.2 at 1e6 float32."""
     good = _good(rows)
     out = []
     for row in good.values():

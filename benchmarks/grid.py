@@ -1,6 +1,6 @@
 """The benchmark grid: its axes, their filters, and the cells they select.
 
-Axes (issue 5): backend × device × mode × activation × impl × direction × dtype × size.
+Axes: backend × device × mode × activation × impl × direction × dtype × size.
 
 * activation: catalogue keys (core.activations.ACTIVATIONS: relu, gelu_none, gelu_tanh, gelu_sigmoid).
 * impl: "builtin" (the framework's own function) or "formula" (gelulab's accurate formula, core.formulas).
@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from gelulab.backends import BACKEND_NAMES, requested_backends
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.dtypes import DTYPES
@@ -32,7 +33,7 @@ MODES = ("eager", "compiled")
 CPU_SIZES = (10**3, 10**4, 10**5, 10**6, 10**7)
 ACCELERATOR_SIZES = CPU_SIZES + (10**8,)
 DTYPE_ORDER = ("float32", "bfloat16", "float16", "float64")
-# The default run keeps the two dtypes ML trains in. Issue 5's whole grid (all four, --full: 2240 cells) took
+# The default run keeps the two dtypes ML trains in. The whole grid (all four, --full: 2240 cells) took
 # 34 min on the 2-core reference machine with cold compiler caches and 22 min with warm ones (load average 3-6
 # from other jobs); float32 + bfloat16 were 46 % of the cell time, about 10 min.
 DEFAULT_DTYPES = ("float32", "bfloat16")
@@ -141,7 +142,7 @@ def parse_sizes(values) -> tuple | None:
 
 def spec_from_filters(*, backends=None, devices=None, modes=None, activations=None, impls=None, directions=None,
                       dtypes=None, sizes=None, quick: bool = False, full: bool = False,
-                      installed=config.BACKEND_NAMES) -> GridSpec:
+                      installed=BACKEND_NAMES) -> GridSpec:
     """A GridSpec from filter values (lists of strings, comma-separated allowed; None selects all, except dtypes:
     DEFAULT_DTYPES unless `full`).
 
@@ -152,9 +153,9 @@ def spec_from_filters(*, backends=None, devices=None, modes=None, activations=No
     """
     if quick and full:
         raise ValueError("--quick and --full contradict each other; give one of them")
-    names = choose(backends, config.BACKEND_NAMES, "backend") if split_values(backends) else None
+    names = choose(backends, BACKEND_NAMES, "backend") if split_values(backends) else None
     if names is None:
-        names = tuple(config.requested_backends() or installed)
+        names = tuple(requested_backends() or installed)
     devs = choose(devices, config.DEVICES, "device") if split_values(devices) else (config.device(),)
     given = {"modes": modes, "activations": activations, "impls": impls, "directions": directions, "dtypes": dtypes}
     allowed = {"modes": MODES, "activations": tuple(ACTIVATIONS), "impls": IMPLS, "directions": DIRECTIONS,
@@ -171,5 +172,5 @@ def spec_from_filters(*, backends=None, devices=None, modes=None, activations=No
     size_values = parse_sizes(sizes)
     if quick and size_values is None:
         size_values = QUICK["sizes"]
-    order = [n for n in config.BACKEND_NAMES if n in names]  # torch before tensorflow (import-order crash)
+    order = [n for n in BACKEND_NAMES if n in names]  # torch before tensorflow (import-order crash)
     return GridSpec(backends=tuple(order), devices=devs, sizes=size_values, **axes)

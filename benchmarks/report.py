@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from scipy.stats import gmean
 
+from gelulab.backends import BACKEND_NAMES
 from gelulab.benchmarks.grid import DIRECTIONS, MODES
 from gelulab.core.activations import ACTIVATIONS, IMPLS
-from gelulab.core.config import BACKEND_NAMES, DEVICES
+from gelulab.core.config import DEVICES
 from gelulab.core.report import fmt, markdown_table
 
 FOCUS_DTYPE = "float32"
 FOCUS_SIZES = (10**6, 10**7)
-GOAL = 1.2  # issue 5: gelulab's formula within 1.2x of the builtin at 1e6 float32
+GOAL = 1.2  # gelulab's formula within 1.2x of the builtin at 1e6 float32
 
 
 def focus(result: dict) -> tuple[str, list[int]]:

@@ -1,43 +1,17 @@
 """Run-time configuration read from the environment, resolved in one place.
 
-GELULAB_BACKEND  one backend name or a comma-separated list; unset or empty means every installed backend.
+GELULAB_BACKEND  one backend name or a comma-separated list; unset or empty means every installed backend (parsed
+                 by gelulab.backends.parse_backend_list, which knows the backends' names).
 GELULAB_DEVICE   "cpu" (default), "gpu" or "tpu".
-GELULAB_THREADS  threads per framework (intra-op), default 1: measured here, 2-thread torch training ran 4x slower
-                 when another process was busy, 1-thread runs were unaffected (DEVELOPERS.md).
+GELULAB_THREADS  threads per framework (intra-op), default 1, applied by the command line through
+                 gelulab.reproducible: measured on the 2-core reference machine, 2-thread torch training ran 4x
+                 slower when another process was busy, 1-thread runs were unaffected.
 """
 from __future__ import annotations
 
 import os
 
-BACKEND_NAMES = ("numpy", "jax", "torch", "tensorflow")
 DEVICES = ("cpu", "gpu", "tpu")
-INSTALL_HINT = {
-    "numpy": "pip install -e .",
-    "jax": "pip install -c constraints.txt -e '.[jax]'",
-    "torch": "pip install -c constraints.txt -e '.[torch]'",
-    "tensorflow": "pip install -c constraints.txt -e '.[tensorflow]'",
-}
-
-
-def parse_backend_list(value: str | None) -> list[str] | None:
-    """Parse a GELULAB_BACKEND-style string into names; None/empty -> None (meaning: all installed).
-
-    Raises ValueError naming the bad entry and the valid names.
-    """
-    if value is None or not value.strip():
-        return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
-        raise ValueError(f"GELULAB_BACKEND={value!r} names no backend; valid backends: {list(BACKEND_NAMES)}")
-    for n in names:
-        if n not in BACKEND_NAMES:
-            raise ValueError(f"unknown backend {n!r} in GELULAB_BACKEND={value!r}; valid backends: {list(BACKEND_NAMES)}")
-    return list(dict.fromkeys(names))
-
-
-def requested_backends() -> list[str] | None:
-    """Backends named by GELULAB_BACKEND, or None when it is unset/empty."""
-    return parse_backend_list(os.environ.get("GELULAB_BACKEND"))
 
 
 def device() -> str:

@@ -1,9 +1,9 @@
 """gelulab's own activation formulas, written once over a minimal array namespace `xp`.
 
-Every backend hands these functions its own `xp` (see `core.interface.ArrayOps`), so the same formula runs as
+Every backend hands these functions its own `xp` (the ArrayOps Protocol, `core.contract.ArrayOps`), so the same formula runs as
 numpy, jax, torch or tensorflow code and stays differentiable and compilable by that framework.
 
-Accuracy design (see issue 3 and DEVELOPERS.md):
+Accuracy design:
 * Inputs are computed in the dtype's wider type (float16/bfloat16 -> float32, float32 -> float64) where the
   device has it, then rounded once to the input dtype: the result is within 1 ULP of the correctly rounded value.
 * Exact GELU uses erfc, x*Phi(x) = x/2 * erfc(-x/sqrt(2)) (Hendrycks & Gimpel 2016, eq. 1 and footnote; jax.nn.gelu

@@ -1,21 +1,10 @@
 """The framework-agnostic activation interface: one `Backend` object per framework.
 
-A backend package `backends/<name>/` provides a module `activations` with the same names in every framework
-(Keras 3 style, `keras/src/backend/<name>/nn.py`):
-
-  NAME, MODES                       the backend's name and its execution modes ("eager", "compiled")
-  setup(device, threads)            one-time framework settings (x64 in JAX, thread counts)
-  asarray(a, device) / to_numpy(x)  conversion from and to numpy, dtype preserved (bfloat16 via ml_dtypes)
-  builtin(activation)               the framework's own function for a catalogue entry, mode passed explicitly
-                                    (None where the framework has none)
-  derivative(fn, activation)        elementwise derivative of fn through the framework's autodiff (a vjp with a
-                                    cotangent of ones)
-  compile(fn)                       the framework's compiler (jax.jit, torch.compile, tf.function(jit_compile=True))
-  versions()                        {package: version} of the framework
-  and the array primitives gelulab's formulas need (`ArrayOps`): where, astype, dtype_name, wide, erfc, exp,
-  sigmoid.
-
-`Backend` wraps such a module; it is what `backends.get_backend(name)` returns.
+A Backend wraps a backend's `activations` module (the ActivationOps Protocol of core.contract: conversion, the
+array primitives of core.formulas, builtins, autodiff, compiler, versions, threads; the same names in every
+framework, Keras 3 style, `keras/src/backend/<name>/nn.py`) and its capability record (core.contract.Capabilities:
+modes, devices, autodiff). It is what `gelulab.get_backend(name)` returns; using it changes no framework-wide
+setting.
 """
 from __future__ import annotations
 
@@ -26,6 +15,7 @@ from types import ModuleType
 import numpy as np
 
 from gelulab.core.activations import activation_key, check_impl, get_activation
+from gelulab.core.contract import Capabilities
 from gelulab.core.dtypes import get_dtype
 
 ORDERS = (0, 1, 2)
@@ -36,23 +26,24 @@ class Backend:
     """One framework behind gelulab's interface.
 
     name: "numpy", "jax", "torch" or "tensorflow"; device: "cpu", "gpu" or "tpu"; module: the backend's
-    `activations` module. Methods take and return the framework's own arrays, so its autodiff and compilers
-    apply directly.
+    `activations` module; capabilities: its record (backends/<name>/__init__.py). Methods take and return the
+    framework's own arrays, so its autodiff and compilers apply directly.
     """
 
     name: str
     device: str
     module: ModuleType = field(repr=False)
+    capabilities: Capabilities = field(repr=False)
 
     @property
     def modes(self) -> tuple[str, ...]:
-        """Execution modes this backend offers: ("eager",) or ("eager", "compiled")."""
-        return self.module.MODES
+        """Execution modes this backend offers, from its record: ("eager",) or ("eager", "compiled")."""
+        return self.capabilities.modes
 
     def asarray(self, a: np.ndarray):
         """numpy array (float64/float32/bfloat16/float16, any shape) -> framework array of the same dtype on
-        this backend's device. Raises ValueError for an unsupported dtype, AssertionError if the framework
-        returned another dtype (e.g. JAX without x64)."""
+        this backend's device. Raises ValueError for an unsupported dtype, or for float64 in JAX while
+        jax_enable_x64 is off (naming the setting); AssertionError if the framework returned another dtype."""
         a = np.asarray(a)
         get_dtype(a.dtype)
         x = self.module.asarray(a, self.device)
@@ -107,7 +98,8 @@ class Backend:
         xp = self.module
 
         def formula(x):
-            return act.formula(xp, x)
+            with xp.formula_scope():
+                return act.formula(xp, x)
 
         formula.activation = act
         return formula

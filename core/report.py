@@ -1,7 +1,7 @@
 """Report plumbing shared by every command: environment record, atomic JSON/text writes, Markdown tables.
 
-Every report records the versions of Python, numpy and every framework used, the thread counts and the CPU
-(DEVELOPERS.md: "record framework versions in every report").
+Every report records the versions of Python, numpy and every framework used, the framework settings asked for
+(gelulab.reproducible), the thread counts in effect and the CPU, so that its numbers can be reproduced.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from gelulab.core import config
+from gelulab.core import settings as framework_settings
 
 
 def cpu_model() -> str:
@@ -30,7 +31,8 @@ def cpu_model() -> str:
 
 def environment(backends=()) -> dict:
     """Machine and versions: python, numpy, scipy, mpmath, each given Backend's framework versions, cores,
-    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set.
+    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set, and "settings": the arguments of the
+    last gelulab.reproducible call ({"threads", "x64", "tf32"}), None when it was not called.
 
     "frameworks": {backend: {package: version}}; a missing optional package (ImportError in versions()) is
     recorded as {package: "not installed"}. "threads_in_effect": {backend: the dict its activations module's
@@ -52,6 +54,7 @@ def environment(backends=()) -> dict:
         "threads": config.threads(),
         "device": config.device(),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "settings": None if framework_settings.requested() is None else framework_settings.requested().as_dict(),
         "frameworks": {},
         "threads_in_effect": {},
     }

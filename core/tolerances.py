@@ -12,7 +12,7 @@ nan == nan), and for order 0 the sign of a zero result must match too (gelu(-inf
   good float32 erfc GELU (jax and tf builtins measured 6.4e-6 on [-10, 10]). First derivatives get the values'
   rtol, second derivatives twice it; where they cross zero (ROOT_WINDOWS) an absolute floor of about one machine
   epsilon applies.
-* FORMULA_GOALS: gelulab's own formula is held to issue 3's goal: within 1 ULP in bfloat16/float16 and 4 ULP in
+* FORMULA_GOALS: gelulab's own formula is held to its accuracy goal: within 1 ULP in bfloat16/float16 and 4 ULP in
   float32, values and derivatives, no absolute floor; float64 is measured (<= 2048 ULP, with results below the
   smallest normal judged absolutely).
 * OVERRIDES: platform behaviour that is not an activation bug, each with its reason, per backend x impl x mode x
@@ -68,7 +68,7 @@ TOLERANCES: dict[tuple[str, int], Tol] = {
     ("float16", 2): Tol(rtol=4e-3, atol=_normal("float16") / 512, atol_root=2 * _eps("float16")),
 }
 
-# gelulab's formula: issue 3's goals (values and derivatives). float64 is "as close as we can make it": the
+# gelulab's formula: its accuracy goals (values and derivatives). float64 is "as close as we can make it": the
 # argument x/sqrt(2) (or u) is rounded once, and erfc/sigmoid amplify that by about x^2 (|2u|) in the tail.
 # float64: every normal result is judged by ULP (subnormal results absolutely); where a subnormal intermediate makes
 # gelulab's own formula miss this (erfc(-x/sqrt 2) is subnormal for x < -37.5 while x Phi(x) is normal until -38.5),

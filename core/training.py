@@ -2,12 +2,16 @@
 Adam update formula they share.
 
 `TrainSpec` carries numpy arrays (data, initial weights, minibatch order, Adam bias corrections) so that every
-backend trains on the same numbers; `TrainOutput` is what a trainer returns; `adam_step` is written once over any
-array type (Kingma & Ba 2015, Algorithm 1); `bce_with_logits` and `accuracy` evaluate a trained network in
-float64 from its logits.
+backend trains on the same numbers; the builders of those arrays (`layer_sizes`, `glorot_uniform`, `epoch_orders`,
+`batch_weights`, `adam_bias_corrections`) are functions of plain arguments, shared by the moons experiment and the
+training-step benchmark; `TrainOutput` is what a trainer returns; `adam_step` is written once over any array type
+(Kingma & Ba 2015, Algorithm 1); `bce_with_logits` and `accuracy` evaluate a trained network in float64 from its
+logits.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +72,64 @@ class TrainSpec:
         is the mean per-sample training loss seen during an epoch."""
         m = (self.weights > 0).sum(axis=1)
         return m / m.sum()
+
+
+def layer_sizes(n_in: int, hidden, n_out: int = 1) -> list[tuple[int, int]]:
+    """[(fan_in, fan_out), ...] of an MLP's dense layers n_in -> hidden... -> n_out. layer_sizes(2, (64, 64)) ->
+    [(2, 64), (64, 64), (64, 1)]."""
+    return list(itertools.pairwise([n_in, *hidden, n_out]))
+
+
+def glorot_uniform(sizes, seed: np.random.SeedSequence | int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Initial weights [(W (fan_in, fan_out), b (fan_out,)), ...] float64 for the layer `sizes` (layer_sizes).
+
+    W ~ U(-a, a), a = sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010, eq. 16; Keras Dense's default kernel
+    initialiser), b = 0, drawn layer by layer from numpy.random.default_rng(seed), so every backend loads the same
+    numbers.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for fan_in, fan_out in sizes:
+        a = math.sqrt(6.0 / (fan_in + fan_out))
+        out.append((rng.uniform(-a, a, size=(fan_in, fan_out)), np.zeros(fan_out)))
+    return out
+
+
+def steps_per_epoch(n_train: int, batch_size: int) -> int:
+    """ceil(n_train / batch_size): minibatches per epoch, the last one partial when it does not divide."""
+    return -(-n_train // batch_size)
+
+
+def epoch_orders(n_train: int, epochs: int, batch_size: int, seed: np.random.SeedSequence | int) -> np.ndarray:
+    """Minibatch indices (epochs, steps_per_epoch, batch_size) int32.
+
+    Epoch e visits a fresh permutation of range(n_train) (numpy Generator.permutation, one generator from `seed`
+    for all epochs), cut into minibatches in that order; the last minibatch is padded with index 0, whose weight
+    is 0 (see batch_weights).
+    """
+    rng = np.random.default_rng(seed)
+    steps = steps_per_epoch(n_train, batch_size)
+    out = np.zeros((epochs, steps * batch_size), dtype=np.int32)
+    for e in range(epochs):
+        out[e, :n_train] = rng.permutation(n_train)
+    return out.reshape(epochs, steps, batch_size)
+
+
+def batch_weights(n_train: int, batch_size: int) -> np.ndarray:
+    """(steps_per_epoch, batch_size) float64 weights of each minibatch slot in the loss: 1/m for the m real samples
+    of a minibatch, 0 for padding, so sum(w * loss) is the minibatch mean loss (BCE mean reduction)."""
+    steps = steps_per_epoch(n_train, batch_size)
+    w = np.zeros(steps * batch_size)
+    w[:n_train] = 1.0
+    w = w.reshape(steps, batch_size)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def adam_bias_corrections(beta1: float, beta2: float, epochs: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(1 - beta1^t, 1 - beta2^t) for t = 1 .. epochs * steps, float64 arrays of shape (epochs, steps): computed
+    once in numpy and handed to every backend (cast to the run dtype), so all use the same numbers."""
+    t = np.arange(1, epochs * steps + 1, dtype=np.float64)
+    return (1.0 - beta1 ** t).reshape(epochs, steps), (1.0 - beta2 ** t).reshape(epochs, steps)
 
 
 def adam_step(grad, m, v, c1, c2, lr: float, beta1: float, beta2: float, eps: float, sqrt):

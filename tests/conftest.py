@@ -11,13 +11,20 @@ import os
 import pytest
 
 os.environ.setdefault("GELULAB_THREADS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from gelulab.backends import BackendUnavailable, get_backend, selected_backends
+from gelulab.backends import BackendUnavailable, get_backend, reproducible, selected_backends
+from gelulab.core import config
 
 try:
     SELECTED = selected_backends()
 except (ValueError, BackendUnavailable) as e:
     raise pytest.UsageError(f"GELULAB_BACKEND: {e}") from e
+
+# The suite runs under the settings of the command line and the experiments (one thread per framework, JAX x64,
+# no TF32), applied to each backend when it first loads, before its runtime starts. Importing gelulab and its
+# activation API change none of them (tests/test_side_effects.py checks that in a fresh process).
+reproducible(threads=config.threads())
 
 # torch's backend before tensorflow's, whatever order GELULAB_BACKEND names them in: importing TF first can crash
 # torch's import (Keras' backend/__init__.py imports torch first for the same reason). Only backends import

@@ -15,7 +15,6 @@ from gelulab.benchmarks.bandwidth import cell_throughput, framework_copy, traffi
 from gelulab.benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from_filters
 from gelulab.benchmarks.runner import counter_growth, hooks, input_array, run_cell
 from gelulab.benchmarks.timer import QUICK, TimerConfig, measure, timed_blocks, warm_up
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.dtypes import get_dtype
 
@@ -501,7 +500,7 @@ def test_device_flag_skips_backends_without_that_device(backend_name, tmp_path):
     try:
         info = bench_cli.run_grid(spec, QUICK, rows, progress=False)
     finally:  # the framework's module state points at the gpu if it had one: back to the cpu for other tests
-        get_backend(backend_name).module.setup("cpu", config.threads())
+        get_backend(backend_name).module.setup("cpu")
     if info["skipped"]:
         assert rows == [] and info["skipped"][0]["backend"] == backend_name
         assert info["skipped"][0]["device"] == "gpu" and info["skipped"][0]["reason"]

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gelulab.backends import BackendUnavailable, get_backend
+from gelulab.backends import BackendUnavailable, get_backend, parse_backend_list
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, check_mode
 from gelulab.core.dtypes import DTYPES
@@ -57,12 +57,12 @@ def test_gelu_is_deterministic(backend):
 
 
 def test_backend_list_parsing():
-    assert config.parse_backend_list(" torch, jax ,torch") == ["torch", "jax"]
-    assert config.parse_backend_list("") is None
+    assert parse_backend_list(" torch, jax ,torch") == ["torch", "jax"]
+    assert parse_backend_list("") is None
     with pytest.raises(ValueError, match="names no backend"):
-        config.parse_backend_list(" , ")
+        parse_backend_list(" , ")
     with pytest.raises(ValueError, match="valid backends: \\['numpy', 'jax', 'torch', 'tensorflow'\\]"):
-        config.parse_backend_list("torch,nosuch")
+        parse_backend_list("torch,nosuch")
     with pytest.raises(ValueError, match="unknown backend 'mxnet'"):
         get_backend("mxnet")
 

@@ -20,21 +20,20 @@ from scipy import stats as sps
 from sklearn.datasets import make_moons
 
 from gelulab import cli as gelulab
-from gelulab.backends import installed_backends, selected_backends
+from gelulab.backends import BACKEND_NAMES, capabilities, installed_backends, selected_backends
 from gelulab.backends.numpy import activations as npx
-from gelulab.core import training
-from gelulab.experiments.moons import config as M
-from gelulab.core import stats
+from gelulab.core import stats, training
 from gelulab.core.activations import ACTIVATIONS
+from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 
-TRAINABLE = [b for b in X.gconfig.BACKEND_NAMES if b not in X.NO_AUTODIFF]
+TRAINABLE = [b for b in BACKEND_NAMES if capabilities(b).autodiff]
 
 SMALL = M.MoonsConfig(n_samples=600, lr=1e-2, epochs=20, seeds=(0, 1, 2), compare_dtype=None, grid_size=20)
 
 
 def _skip_numpy(backend_name):
-    if backend_name in X.NO_AUTODIFF:
+    if not capabilities(backend_name).autodiff:
         pytest.skip("numpy has no autodiff: the moons study skips it (see test_numpy_backend_is_skipped)")
 
 

@@ -1,52 +1,81 @@
-"""JAX backend: jax.nn builtins, jax.vjp autodiff, jax.jit. Float64 needs jax_enable_x64, set in setup().
+"""JAX backend: jax.nn builtins, jax.vjp autodiff, jax.jit.
 
 builtin: jax.nn.gelu(x, approximate=False|True) (its default is approximate=True, the tanh form; gelulab always
 passes it, https://docs.jax.dev/en/latest/_autosummary/jax.nn.gelu.html) and jax.nn.relu; JAX has no
 sigmoid-form GELU, so its builtin is x * jax.nn.sigmoid(1.702 * x).
+
+Nothing here changes a JAX setting on import or use. float64 arrays need `jax_enable_x64` (off by default in JAX):
+without it asarray/astype refuse float64 with an error naming the setting. gelulab's formulas widen float32 to
+float64 inside `formula_scope()`, `jax.enable_x64(True)`, a thread-local scope restored on exit, so their results
+are the same with x64 on or off.
 """
 from __future__ import annotations
 
 import os
 import re
-
-from gelulab.core import config
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
-
-
-def _xla_threads_flags(threads: int) -> None:
-    # XLA reads these once, when the CPU client starts: they must be set before the first jax computation.
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "intra_op_parallelism_threads" not in flags:
-        os.environ["XLA_FLAGS"] = (
-            f"{flags} --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
-            f"intra_op_parallelism_threads={threads}"
-        ).strip()
-
-
-_xla_threads_flags(config.threads())  # ValueError naming GELULAB_THREADS unless a positive integer
+import warnings
+from contextlib import nullcontext
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.formulas import SIGMOID_SCALE
 
-NAME = "jax"
-MODES = ("eager", "compiled")
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
-_state = {"device": None}
+_state = {"device": None, "threads_requested": None, "threads_applied": None}
+_THREAD_FLAGS = re.compile(r"\s*(--xla_cpu_multi_thread_eigen=\S*|intra_op_parallelism_threads=\S*)")
+X64_HINT = ("float64 needs JAX's jax_enable_x64 setting, which is off: call gelulab.reproducible() (x64=True) or "
+            "jax.config.update('jax_enable_x64', True) before creating arrays")
 
 
-def setup(device: str, threads: int) -> None:
-    """Enable float64 (jax_enable_x64) and pick the device; raises RuntimeError when the platform is absent.
-    matmul precision is set to float32 so GPU/TPU do not use reduced-precision passes."""
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_default_matmul_precision", "highest")
+def setup(device: str) -> None:
+    """Pick the device arrays are placed on; raises RuntimeError when the platform is absent. This starts JAX's
+    client for that platform (so XLA_FLAGS threads set afterwards no longer apply) and changes no setting."""
     try:
         _state["device"] = jax.devices(_PLATFORM[device])[0]
     except RuntimeError as e:
         raise RuntimeError(f"jax backend: no {device!r} device ({e})") from e
+
+
+def _client_started() -> bool:
+    from jax._src import xla_bridge  # JAX's own record of whether a backend client exists
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def apply_settings(settings) -> dict:
+    """Apply core.settings.Settings to JAX (see gelulab.reproducible): XLA_FLAGS thread flags (only before the
+    client starts; later, a different count gives a RuntimeWarning and is not applied), jax_enable_x64,
+    jax_default_matmul_precision ("highest" when settings.tf32 is False). Returns {setting: value set}."""
+    done = {}
+    if settings.threads is not None:
+        n = settings.threads
+        flags = os.environ.get("XLA_FLAGS", "")
+        _state["threads_requested"] = n
+        if _client_started():
+            current = threads()["intra_op"]
+            _state["threads_applied"] = current == n
+            if current != n:
+                warnings.warn(f"gelulab.reproducible(threads={n}): JAX's CPU client has already started with "
+                              f"XLA_FLAGS={flags!r}; XLA reads its thread flags only at start, so they are left as "
+                              "they are. Call gelulab.reproducible() before the first JAX computation.",
+                              RuntimeWarning, stacklevel=3)
+        else:
+            rest = _THREAD_FLAGS.sub("", flags).strip()
+            os.environ["XLA_FLAGS"] = (f"{rest} --xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'} "
+                                       f"intra_op_parallelism_threads={n}").strip()
+            _state["threads_applied"] = True
+            done["XLA_FLAGS"] = os.environ["XLA_FLAGS"]
+    if settings.x64 is not None:
+        jax.config.update("jax_enable_x64", settings.x64)
+        done["jax_enable_x64"] = settings.x64
+    if settings.tf32 is not None:
+        precision = None if settings.tf32 else "highest"
+        jax.config.update("jax_default_matmul_precision", precision)
+        done["jax_default_matmul_precision"] = precision
+    return done
 
 
 def versions() -> dict:
@@ -60,11 +89,32 @@ def versions() -> dict:
 
 
 def threads() -> dict:
-    """XLA CPU threads in effect, read from XLA_FLAGS (set at import from GELULAB_THREADS):
-    {"intra_op": int or None, "xla_flags": str}."""
+    """XLA CPU threads, read from XLA_FLAGS: {"intra_op": int or None (XLA's default, one per core), "xla_flags":
+    str, "requested": the count given to gelulab.reproducible or None, "applied": False when JAX's client had
+    already started with another count}."""
     flags = os.environ.get("XLA_FLAGS", "")
     m = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
-    return {"intra_op": int(m.group(1)) if m else None, "xla_flags": flags}
+    return {"intra_op": int(m.group(1)) if m else None, "xla_flags": flags,
+            "requested": _state["threads_requested"], "applied": _state["threads_applied"]}
+
+
+def x64_enabled() -> bool:
+    """Whether jax_enable_x64 is on here (the global setting or a jax.enable_x64 scope)."""
+    return bool(jax.config.jax_enable_x64)
+
+
+def require_x64(what: str = "float64") -> None:
+    """Raise ValueError naming jax_enable_x64 (and how to turn it on) unless it is on; `what` says what needs it."""
+    if not x64_enabled():
+        raise ValueError(f"{what}: {X64_HINT}")
+
+
+def formula_scope():
+    """jax.enable_x64(True) while x64 is off (thread-local, restored on exit), so a formula's float64
+    intermediates are float64; nullcontext() when x64 is on. Verified: value, first and second derivative, eager
+    and jit, float32/bfloat16/float16, bit for bit the same as with x64 on globally, also under a caller's own
+    jax.jit or jax.grad."""
+    return nullcontext() if x64_enabled() else jax.enable_x64(True)
 
 
 def jax_device():
@@ -74,8 +124,12 @@ def jax_device():
 
 def asarray(a: np.ndarray, device: str):
     """numpy array (any float dtype, any shape) -> jax.Array of the same dtype and shape on the device chosen in
-    setup() (`device` is that same name; placement uses jax_device())."""
-    return jax.device_put(np.asarray(a), jax_device())
+    setup() (`device` is that same name; placement uses jax_device()). Raises ValueError for float64 while
+    jax_enable_x64 is off (JAX would silently make it float32)."""
+    a = np.asarray(a)
+    if a.dtype == np.float64:
+        require_x64("a float64 array")
+    return jax.device_put(a, jax_device())
 
 
 def to_numpy(x) -> np.ndarray:
@@ -92,8 +146,12 @@ def where(c, a, b):
 
 
 def astype(x, name: str):
-    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another."""
-    return x.astype(get_dtype(name).np_dtype)
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another, or for
+    float64 while jax_enable_x64 is off (outside formula_scope)."""
+    dtype = get_dtype(name)
+    if dtype.name == "float64":
+        require_x64("a cast to float64")
+    return x.astype(dtype.np_dtype)
 
 
 def dtype_name(x) -> str:

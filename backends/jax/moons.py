@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 from gelulab.backends import get_backend
+from gelulab.backends.jax.activations import require_x64
 from gelulab.core.training import TrainOutput, TrainSpec, adam_step
 
 
@@ -80,10 +81,13 @@ def bench_step(spec: TrainSpec, mode: str):
     on its first minibatch, from the shared initial weights and a fresh Adam state (t = 1 every call: the step
     is a pure function of fixed inputs). mode "compiled": jax.jit of train_step; "eager": train_step op by op.
     Returns (call, fn): call() runs one step and returns (params, state, loss); fn is the jitted function
-    (for benchmarks' compile counts) or None. Raises ValueError for an unknown arm / impl / mode.
+    (for benchmarks' compile counts) or None. Raises ValueError for an unknown arm / impl / mode, or for a
+    float64 spec while jax_enable_x64 is off.
     """
     if mode not in ("eager", "compiled"):
         raise ValueError(f"mode={mode!r}; expected 'eager' or 'compiled'")
+    if spec.dtype == "float64":
+        require_x64("float64 training")
     dtype = jnp.dtype(spec.dtype)
     with jax.default_device(get_backend("jax").module.jax_device()):
         model = MLP(tuple(spec.hidden), get_backend("jax").function(spec.arm, spec.impl), dtype)
@@ -147,8 +151,11 @@ def train(spec: TrainSpec) -> TrainOutput:
     """Train the spec's S seeds of one arm together; returns their curves and logits (see
     core.training.TrainOutput).
 
-    Raises ValueError for an unknown arm / impl (from the backend catalogue).
+    Raises ValueError for an unknown arm / impl (from the backend catalogue), or for a float64 spec while
+    jax_enable_x64 is off (naming the setting).
     """
+    if spec.dtype == "float64":
+        require_x64("float64 training")
     with jax.default_device(get_backend("jax").module.jax_device()):
         return _train(spec)
 

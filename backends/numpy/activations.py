@@ -7,6 +7,7 @@ input dtype. derivative: the closed-form derivatives of the catalogue (core.form
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 
 import numpy as np
 import scipy
@@ -16,15 +17,22 @@ import scipy.stats
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.formulas import CLAMP, SIGMOID_SCALE, SQRT_2_OVER_PI, TANH_CUBIC
 
-NAME = "numpy"
-MODES = ("eager",)
 
-
-def setup(device: str, threads: int) -> None:
-    """numpy runs on the host only; raises RuntimeError for another device. Threads: numpy ops here are
-    elementwise and single-threaded."""
+def setup(device: str) -> None:
+    """numpy runs on the host only; raises RuntimeError for another device."""
     if device != "cpu":
         raise RuntimeError(f"the numpy backend runs on the cpu only, not on {device!r}")
+
+
+def apply_settings(settings) -> dict:
+    """Nothing to set: numpy's elementwise code here runs on one thread, in float64 natively, without TF32.
+    Returns {}."""
+    return {}
+
+
+def formula_scope():
+    """No scope is needed (contextlib.nullcontext())."""
+    return nullcontext()
 
 
 def versions() -> dict:

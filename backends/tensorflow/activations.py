@@ -3,12 +3,14 @@
 builtin: tf.nn.gelu(x, approximate=False|True) (a bool: the string "none" is truthy and gives tanh,
 https://www.tensorflow.org/api_docs/python/tf/nn/gelu) and tf.nn.relu; TF has no sigmoid-form GELU, so its builtin
 is x * tf.sigmoid(1.702 * x).
+
+Nothing here changes a TensorFlow setting on import or use: threads and TF32 are set by gelulab.reproducible
+(apply_settings). setup() lists the devices, which starts TF's runtime: thread counts must be set before it.
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import warnings
+from contextlib import nullcontext
 
 import numpy as np
 import tensorflow as tf
@@ -16,30 +18,51 @@ import tensorflow as tf
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.formulas import SIGMOID_SCALE
 
-NAME = "tensorflow"
-MODES = ("eager", "compiled")
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 _NAMES = {v: k for k, v in _TF.items()}
 _DEVICE = {"cpu": "/CPU:0", "gpu": "/GPU:0", "tpu": "/TPU:0"}
 _state = {"device": "/CPU:0", "threads_requested": None, "threads_applied": None}
 
 
-def setup(device: str, threads: int) -> None:
-    """Set TF's intra/inter-op threads (only possible before TF's runtime starts; later calls keep the first
-    setting, and threads() then reports the count actually in force) and check the device; TF32 off.
-    Raises RuntimeError when the device is absent."""
-    _state["threads_requested"] = threads
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        _state["threads_applied"] = True
-    except RuntimeError:  # runtime already initialised: the threads are those it started with
-        _state["threads_applied"] = False
-    tf.config.experimental.enable_tensor_float_32_execution(False)
+def setup(device: str) -> None:
+    """Check the device ("cpu", "gpu", "tpu") and place tensors there; raises RuntimeError when it is absent.
+    Listing the devices starts TF's runtime (thread counts set afterwards no longer apply); no setting changes."""
     kind = {"cpu": "CPU", "gpu": "GPU", "tpu": "TPU"}[device]
     if not tf.config.list_logical_devices(kind):
         raise RuntimeError(f"tensorflow backend: no {device!r} device")
     _state["device"] = _DEVICE[device]
+
+
+def apply_settings(settings) -> dict:
+    """Apply core.settings.Settings to TensorFlow (see gelulab.reproducible): intra-op and inter-op thread pools
+    (tf.config.threading; only before TF's runtime starts: later, a different count gives a RuntimeWarning and the
+    runtime keeps its own, which threads() reports with "applied": False) and
+    tf.config.experimental.enable_tensor_float_32_execution(settings.tf32). Returns {setting: value set}."""
+    done = {}
+    if settings.threads is not None:
+        n = settings.threads
+        _state["threads_requested"] = n
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(n)
+            tf.config.threading.set_inter_op_parallelism_threads(n)
+            _state["threads_applied"] = True
+            done["intra_op"] = done["inter_op"] = n
+        except RuntimeError:  # runtime already initialised: the threads are those it started with
+            _state["threads_applied"] = False
+            warnings.warn(f"gelulab.reproducible(threads={n}): TensorFlow's runtime has already started with "
+                          f"intra_op={tf.config.threading.get_intra_op_parallelism_threads()}, inter_op="
+                          f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: one per core); its thread "
+                          "pools cannot change now. Call gelulab.reproducible() before the first TensorFlow op.",
+                          RuntimeWarning, stacklevel=3)
+    if settings.tf32 is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(settings.tf32)
+        done["tensor_float_32_execution"] = settings.tf32
+    return done
+
+
+def formula_scope():
+    """No scope is needed: TensorFlow computes float64 whatever its settings (contextlib.nullcontext())."""
+    return nullcontext()
 
 
 def versions() -> dict:
@@ -51,7 +74,7 @@ def versions() -> dict:
 
 def threads() -> dict:
     """TensorFlow's thread counts in force: {"intra_op": int, "inter_op": int (0: TF's default, one per core),
-    "requested": GELULAB_THREADS given to setup() or None, "applied": False when TF's runtime had already
+    "requested": the count given to gelulab.reproducible or None, "applied": False when TF's runtime had already
     started and the request could not take effect}."""
     return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),

@@ -3,8 +3,14 @@
 builtin: torch.nn.functional.gelu(x, approximate='none'|'tanh') and F.relu (torch doc,
 https://pytorch.org/docs/stable/generated/torch.nn.functional.gelu.html); torch has no sigmoid-form GELU, so its
 builtin is the one-liner users write, x * torch.sigmoid(1.702 * x) (as transformers' QuickGELUActivation).
+
+Nothing here changes a torch setting on import or use: threads and TF32 are set by gelulab.reproducible
+(apply_settings), and dynamo's recompile limits are raised only around calls of gelulab's own compiled functions.
 """
 from __future__ import annotations
+
+import functools
+from contextlib import nullcontext
 
 import ml_dtypes
 import numpy as np
@@ -14,26 +20,47 @@ import torch.nn.functional as F
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.formulas import SIGMOID_SCALE
 
-NAME = "torch"
-MODES = ("eager", "compiled")
-
 _TORCH = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _NAMES = {v: k for k, v in _TORCH.items()}
 _DEVICE = {"cpu": "cpu", "gpu": "cuda"}
 _state = {"device": "cpu"}
 
 
-def setup(device: str, threads: int) -> None:
-    """Set torch's intra-op threads and check the device; raises RuntimeError when the device is absent.
-    TF32 is turned off so float32 matmuls stay float32 on GPUs (Keras conftest does the same)."""
+def setup(device: str) -> None:
+    """Select the device ("cpu" or "gpu") tensors are placed on; raises RuntimeError when it is absent. Changes no
+    torch setting."""
     if device not in _DEVICE:
         raise RuntimeError(f"torch backend: device {device!r} is not supported; expected one of {list(_DEVICE)}")
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("torch backend: GELULAB_DEVICE=gpu but torch.cuda.is_available() is False")
-    torch.set_num_threads(threads)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     _state["device"] = _DEVICE[device]
+
+
+def apply_settings(settings) -> dict:
+    """Apply core.settings.Settings to torch (see gelulab.reproducible): torch.set_num_threads(threads) (intra-op;
+    any time), and with tf32 False/True torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    (float32 matmuls and convolutions in full float32 on GPUs when False, as Keras' test set-up does). Returns
+    {setting: value set}."""
+    done = {}
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+        done["torch.set_num_threads"] = settings.threads
+    if settings.tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = settings.tf32
+        torch.backends.cudnn.allow_tf32 = settings.tf32
+        done["allow_tf32"] = settings.tf32
+    return done
+
+
+def threads() -> dict:
+    """torch's thread counts in force: {"intra_op": torch.get_num_threads(), "inter_op":
+    torch.get_num_interop_threads()}."""
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def formula_scope():
+    """No scope is needed: torch computes float64 whatever its settings (contextlib.nullcontext())."""
+    return nullcontext()
 
 
 def versions() -> dict:
@@ -119,15 +146,29 @@ def derivative(fn, activation):
     return d
 
 
-def compile(fn):
-    """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles).
+# dynamo keeps at most `recompile_limit` (default 8) compiled variants per code object and, past it, logs one
+# warning and runs every further variant eager; every formula and derivative closure shares one code object, so
+# gelulab's compiled calls run with higher limits and an error instead of the eager fallback. The limits are
+# patched around each call (torch._dynamo.config.patch, restored on return), not set globally: measured on torch
+# 2.13, with the patch the 9th to 12th variants of one closure each compiled a graph and the global config read
+# recompile_limit 8 afterwards; without it they ran eager.
+_COMPILE_LIMITS = {"recompile_limit": 4096, "accumulated_recompile_limit": 16384,
+                   "fail_on_recompile_limit_hit": True}
 
-    dynamo keeps at most `recompile_limit` (default 8) compiled variants per code object and silently runs eager
-    past it; every formula and derivative closure shares one code object, so the limit is raised here (measured:
-    the 9th variant ran eager)."""
+
+def compile(fn):
+    """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles),
+    called under raised dynamo recompile limits (see _COMPILE_LIMITS) that are restored after each call."""
+    import torch._dynamo
+
+    compiled = torch.compile(fn, dynamic=False)
     cfg = torch._dynamo.config
-    cfg.recompile_limit = max(cfg.recompile_limit, 4096)
-    cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 16384)
-    if hasattr(cfg, "fail_on_recompile_limit_hit"):
-        cfg.fail_on_recompile_limit_hit = True  # never a silent eager fallback
-    return torch.compile(fn, dynamic=False)
+    limits = {k: v for k, v in _COMPILE_LIMITS.items() if hasattr(cfg, k)}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with cfg.patch(**limits):
+            return compiled(*args, **kwargs)
+
+    call.compiled = compiled
+    return call

@@ -18,12 +18,12 @@ A `MoonsConfig` is validated on construction: a bad field raises ValueError nami
 """
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from gelulab.core import training
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
 
@@ -147,7 +147,7 @@ class MoonsConfig:
     def steps_per_epoch(self) -> int:
         """ceil(n_train / batch_size): minibatches per epoch (the last one partial when it does not divide).
         """
-        return -(-self.sizes[0] // self.batch_size)
+        return training.steps_per_epoch(self.sizes[0], self.batch_size)
 
     @property
     def compare_seed_list(self) -> tuple[int, ...]:
@@ -162,8 +162,7 @@ class MoonsConfig:
     @property
     def layer_sizes(self) -> list[tuple[int, int]]:
         """[(fan_in, fan_out), ...] of the MLP's dense layers, input to logit."""
-        widths = [N_FEATURES, *self.hidden, 1]
-        return list(itertools.pairwise(widths))
+        return training.layer_sizes(N_FEATURES, self.hidden)
 
     def run_key(self) -> dict:
         """The fields that determine one run's numbers (everything but which seeds/arms/regimes/dtypes exist).
@@ -266,12 +265,7 @@ def glorot_uniform_init(cfg: MoonsConfig, seed: int) -> list[tuple[np.ndarray, n
     initialiser), b = 0. Drawn with numpy from the seed's init stream, so every backend loads the same
     numbers.
     """
-    rng = np.random.default_rng(seed_streams(seed).init)
-    out = []
-    for fan_in, fan_out in cfg.layer_sizes:
-        a = math.sqrt(6.0 / (fan_in + fan_out))
-        out.append((rng.uniform(-a, a, size=(fan_in, fan_out)), np.zeros(fan_out)))
-    return out
+    return training.glorot_uniform(cfg.layer_sizes, seed_streams(seed).init)
 
 
 def epoch_orders(cfg: MoonsConfig, seed: int) -> np.ndarray:
@@ -281,24 +275,14 @@ def epoch_orders(cfg: MoonsConfig, seed: int) -> np.ndarray:
     stream), cut into minibatches in that order; the last minibatch is padded with index 0, whose weight is 0
     (see batch_weights).
     """
-    rng = np.random.default_rng(seed_streams(seed).order)
-    n_train = cfg.sizes[0]
-    padded = cfg.steps_per_epoch * cfg.batch_size
-    out = np.zeros((cfg.epochs, padded), dtype=np.int32)
-    for e in range(cfg.epochs):
-        out[e, :n_train] = rng.permutation(n_train)
-    return out.reshape(cfg.epochs, cfg.steps_per_epoch, cfg.batch_size)
+    return training.epoch_orders(cfg.sizes[0], cfg.epochs, cfg.batch_size, seed_streams(seed).order)
 
 
 def batch_weights(cfg: MoonsConfig) -> np.ndarray:
     """(steps_per_epoch, batch_size) float64 weights of each minibatch slot in the loss: 1/m for the m real
     samples
     of a minibatch, 0 for padding, so sum(w * loss) is the minibatch mean loss (BCE mean reduction)."""
-    n_train, b = cfg.sizes[0], cfg.batch_size
-    w = np.zeros(cfg.steps_per_epoch * b)
-    w[:n_train] = 1.0
-    w = w.reshape(cfg.steps_per_epoch, b)
-    return w / w.sum(axis=1, keepdims=True)
+    return training.batch_weights(cfg.sizes[0], cfg.batch_size)
 
 
 def adam_bias_corrections(cfg: MoonsConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -307,9 +291,7 @@ def adam_bias_corrections(cfg: MoonsConfig) -> tuple[np.ndarray, np.ndarray]:
 
     Computed once in numpy and handed to every backend (cast to the run dtype), so all use the same numbers.
     """
-    t = np.arange(1, cfg.epochs * cfg.steps_per_epoch + 1, dtype=np.float64)
-    shape = (cfg.epochs, cfg.steps_per_epoch)
-    return (1.0 - cfg.beta1 ** t).reshape(shape), (1.0 - cfg.beta2 ** t).reshape(shape)
+    return training.adam_bias_corrections(cfg.beta1, cfg.beta2, cfg.epochs, cfg.steps_per_epoch)
 
 
 def decision_grid(cfg: MoonsConfig, data: MoonsData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """`gelulab moons`: ReLU against the three GELU forms on make_moons, in every selected backend, over many
 seeds.
 
-The study (issue 4): arms relu, gelu_none, gelu_tanh, gelu_sigmoid; each seed fixes the data, split, initial
+The study: arms relu, gelu_none, gelu_tanh, gelu_sigmoid; each seed fixes the data, split, initial
 weights and order, shared by every arm and backend (paired comparisons); regimes `matched` (shared numpy init
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
@@ -30,8 +30,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gelulab.backends import BackendUnavailable, get_backend, installed_backends, selected_backends
-from gelulab.core import config as gconfig
+from gelulab.backends import (
+    BACKEND_NAMES,
+    BackendUnavailable,
+    capabilities,
+    get_backend,
+    installed_backends,
+    reproducible,
+    selected_backends,
+)
+from gelulab.core.config import threads as env_threads
+from gelulab.core.report import atomic_write_text, environment, write_json
 from gelulab.experiments.moons.config import (
     ARMS,
     REGIMES,
@@ -44,12 +53,10 @@ from gelulab.experiments.moons.config import (
 )
 from gelulab.experiments.moons.plots import write_plots
 from gelulab.experiments.moons.report import analyse, markdown
-from gelulab.core.report import atomic_write_text, environment, write_json
 
-__all__ = ["NO_AUTODIFF", "MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
+__all__ = ["MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
 
-NO_AUTODIFF = ("numpy",)  # backends without autodiff: the moons study needs gradients, so it skips them
-SKIP_REASON = "the numpy backend has no autodiff, and training needs gradients: moons skips it"
+SKIP_REASON = "the {} backend has no autodiff, and training needs gradients: moons skips it"
 DEFAULT_OUT = "results/moons"
 
 
@@ -107,19 +114,19 @@ def _groups_to_train(cfg: MoonsConfig, out_dir, groups) -> list:
 
 
 def check_backends(backends) -> tuple[list[str], dict]:
-    """(backends to train, {skipped: reason}). Unknown names raise ValueError naming the valid ones; a named
-    but missing framework raises BackendUnavailable with the install command. Canonical order (torch before
-    tensorflow, as Keras imports them)."""
+    """(backends to train, {skipped: reason}): a backend whose capability record has no autodiff is skipped.
+    Unknown names raise ValueError naming the valid ones; a named but missing framework raises
+    BackendUnavailable with the install command. Canonical order (torch before tensorflow, as Keras imports
+    them)."""
     names = list(dict.fromkeys(backends))
-    for n in names:
-        if n not in gconfig.BACKEND_NAMES:
-            raise ValueError(f"unknown backend {n!r}; valid backends: {list(gconfig.BACKEND_NAMES)}")
-    missing = [n for n in names if n not in installed_backends()]
+    records = {n: capabilities(n) for n in names}  # ValueError for an unknown name
+    installed = installed_backends()
+    missing = [n for n in names if n not in installed]
     if missing:
-        raise BackendUnavailable("; ".join(f"backend {n!r} is not installed: {gconfig.INSTALL_HINT[n]}"
+        raise BackendUnavailable("; ".join(f"backend {n!r} is not installed: {records[n].install_hint}"
                                            for n in missing))
-    skipped = {n: SKIP_REASON for n in names if n in NO_AUTODIFF}
-    ordered = [n for n in gconfig.BACKEND_NAMES if n in names and n not in skipped]
+    skipped = {n: SKIP_REASON.format(n) for n in names if not records[n].autodiff}
+    ordered = [n for n in BACKEND_NAMES if n in names and n not in skipped]
     return ordered, skipped
 
 
@@ -133,9 +140,11 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
     Runs in this process or in a worker process (then cfg_dict, out_dir and groups are plain picklable
     values). report(backend, n_runs_done, label) is called after each group (progress). Returns {"startup_s":
     seconds to import and set up the framework, "groups": [(regime, dtype, arm, wall_s, cpu_s), ...]}.
-    Existing run files are kept (never overwritten).
+    Existing run files are kept (never overwritten). Calls gelulab.reproducible(threads=GELULAB_THREADS) first,
+    in this process (a worker process starts with the frameworks' defaults).
     """
     t0 = time.perf_counter()
+    reproducible(threads=env_threads())
     cfg = MoonsConfig.from_dict(cfg_dict)
     backend = get_backend(backend_name)
     module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
@@ -265,12 +274,16 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     boundaries (decision-boundary logits of the plot seed), timing per backend, wall_s, and the analysis
     (summary, paired, agreement, defaults, conclusions; see experiments.moons.report.analyse).
 
+    Settings: the study runs under gelulab.reproducible(threads=GELULAB_THREADS, default 1), called here and in
+    each worker process (float64 in JAX needs x64; one thread per framework).
+
     Raises TypeError when config is not a MoonsConfig; ValueError (before any training) for a bad config, an
     unknown backend or a results folder holding runs of other settings; BackendUnavailable for a named backend
     that is not installed.
     """
     if not isinstance(config, MoonsConfig):
         raise TypeError(f"config: expected a MoonsConfig, got {type(config).__name__}")
+    reproducible(threads=env_threads())
     names, skipped = check_backends(selected_backends() if backends is None else backends)
     for name, reason in skipped.items():
         print(f"moons: skipping backend {name!r}: {reason}", file=sys.stderr)

@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gelulab.backends import get_backend, selected_backends
+from gelulab.backends import BACKEND_NAMES, get_backend, reproducible, selected_backends
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.interface import ORDERS
 from gelulab.core.known_faults import KNOWN_FAULTS
-from gelulab.experiments.parity.engine import check, evaluate, groups
 from gelulab.core.reference import reference, reference_float
 from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
 from gelulab.core.report import atomic_write_text, environment, fmt, markdown_table, write_json
 from gelulab.core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+from gelulab.experiments.parity.engine import check, evaluate, groups
 
 SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
 
@@ -167,7 +167,7 @@ def _show(v: float) -> str:
 
 
 def tail_point_table(raw) -> str:
-    """Issue 3's case: x = -5.533906936645508 repeated 64 times (float32); every backend, impl and mode's value."""
+    """The far-tail case: x = -5.533906936645508 repeated 64 times (float32); every backend, impl and mode's value."""
     rows = []
     for g, res in raw.items():
         if g.dtype != "float32" or g.order != 0 or g.key != "gelu_none":
@@ -318,7 +318,7 @@ def parse_filters(args) -> dict:
     if device not in config.DEVICES:
         raise ValueError(f"--device {args.device!r}: expected one of {list(config.DEVICES)}")
     return {
-        "backends": list(_csv(args.backend, config.BACKEND_NAMES, "backend")) if args.backend is not None else None,
+        "backends": list(_csv(args.backend, BACKEND_NAMES, "backend")) if args.backend is not None else None,
         "device": device,
         "impls": _csv(args.impl, IMPLS, "impl"),
         "keys": _csv(args.activation, tuple(ACTIVATIONS), "activation"),
@@ -332,8 +332,10 @@ def run(args) -> int:
     """Entry point of `gelulab parity`. Returns 0 (flagged cells are findings, not failures of the command).
 
     Raises ValueError (bad or empty filter, empty matrix) before any framework is imported or any report is
-    written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device is missing."""
+    written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device is missing.
+    Runs under gelulab.reproducible(threads=GELULAB_THREADS, default 1): float64 cells in JAX need x64."""
     f = parse_filters(args)
+    reproducible(threads=config.threads())
     names = f["backends"] or selected_backends()
     backends = [get_backend(n, f["device"]) for n in names]
     data = run_parity(backends, Path(args.out), impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],

@@ -3,9 +3,10 @@
 For each backend and each replacement activation (default gelu_tanh, gelu_sigmoid, relu) every FFN activation of
 the 6 layers is swapped; against the original model (exact GELU) gelulab reports the cosine between sentence
 embeddings (mean, worst), the per-layer drift of the hidden states (mean token cosine, relative L2), and how well
-cosine similarity still separates paraphrases from other pairs (ROC-AUC, sklearn) on experiments/data/
-sentence_pairs.tsv, plus the mean similarity of unrelated pairs. With --finetune, the swapped model (default: ReLU)
-is distilled toward the original embeddings on sentences gelulab generates from templates, and measured again.
+cosine similarity still separates paraphrases from other pairs (ROC-AUC, sklearn) on the labelled pairs of
+experiments/swap/data/sentence_pairs.tsv, plus the mean similarity of unrelated pairs. With --finetune, the swapped
+model (default: ReLU) is distilled toward the original embeddings on sentences gelulab generates from templates,
+and measured again.
 
 Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap).
 """
@@ -22,11 +23,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gelulab.backends import BackendUnavailable, get_backend, selected_backends
-from gelulab.experiments.swap import model as bert
+from gelulab.backends import (
+    BackendUnavailable,
+    capabilities,
+    get_backend,
+    parse_backend_list,
+    reproducible,
+    selected_backends,
+)
+from gelulab.core import config
 from gelulab.core.activations import IMPLS, get_activation
-from gelulab.core.config import parse_backend_list
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.experiments.swap import model as bert
 
 DATA = Path(__file__).resolve().parent / "data" / "sentence_pairs.tsv"
 ORIGINAL = "gelu_none"
@@ -110,7 +118,7 @@ def load_pairs(path: str | Path = DATA) -> list[tuple[str, str, str]]:
 
 
 def encoder_module(name: str):
-    """The backend's `bert` module (backends/<name>/bert.py), after the backend's setup (threads, device)."""
+    """The backend's `bert` module (backends/<name>/bert.py), after the backend's setup (device)."""
     get_backend(name)
     return importlib.import_module(f"gelulab.backends.{name}.bert")
 
@@ -194,8 +202,10 @@ def _encode(mod, params, pre, activation, sentences, batch_size) -> bert.Encoded
 
 def run(args) -> int:
     """Run the swap (and the fine-tune with --finetune) and write the report; returns 0, or 2 when the model
-    package is missing. Raises ValueError for bad options (before loading anything)."""
+    package is missing. Raises ValueError for bad options (before loading anything). Runs under
+    gelulab.reproducible(threads=GELULAB_THREADS, default 1)."""
     names, swaps, tuned = _check(args)
+    reproducible(threads=config.threads())
     pairs = load_pairs(args.pairs)
     try:
         pre = bert.load_pretrained()
@@ -239,7 +249,7 @@ def run(args) -> int:
         report["environment"] = environment(used)
         _write(out, report)  # after every step: nothing computed is lost if a later one fails
         for key in tuned:
-            if not hasattr(mod, "finetune"):
+            if not capabilities(name).autodiff:
                 report["skipped"][f"finetune {name}"] = f"the {name} backend has no autodiff: no fine-tune"
                 continue
             ft = _finetune(mod, backend, pre, key, args, train, params)

@@ -1,0 +1,209 @@
+"""The backend contract as code: what each module of `backends/<name>/` provides, and the capability record.
+
+A backend is a folder `backends/<name>/` with
+  * `__init__.py` declaring `CAPABILITIES`, a `Capabilities` record, without importing the framework (so the
+    registry in `backends/__init__.py` can list every backend, with its install command, on a machine that has
+    none of the frameworks);
+  * one module per entry of `Capabilities.modules`, each implementing the Protocol of `PROTOCOLS`:
+      activations.py  ActivationOps (conversion, the array primitives of core.formulas, builtins, autodiff,
+                      compiler, versions, threads, settings)
+      bench.py        BenchHooks (synchronisation, device input, copy, compile counts; used by benchmarks/)
+      bert.py         Encoder, or TrainableEncoder where the backend has autodiff (experiments/swap)
+      moons.py        Trainer, only where the backend has autodiff (experiments/moons, benchmarks/trainstep.py)
+
+The Protocols are `typing.runtime_checkable`: `isinstance(module, ActivationOps)` checks that a module defines
+every name (not their signatures); tests/test_backend_contract.py checks every installed backend against them and
+their behaviour against its record. Modules implement the methods as plain functions (without `self`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from gelulab.core.config import DEVICES
+
+MODES = ("eager", "compiled")
+
+
+@runtime_checkable
+class ArrayOps(Protocol):
+    """The array primitives gelulab's formulas (core.formulas) are written over; `x` is a framework array."""
+
+    def where(self, c, a, b):
+        """Elementwise c ? a : b with broadcasting; a Python-scalar branch takes the other branch's dtype."""
+
+    def astype(self, x, name: str):
+        """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another."""
+
+    def dtype_name(self, x) -> str:
+        """gelulab's dtype name of x ("float64", "float32", "bfloat16", "float16")."""
+
+    def wide(self, name: str) -> str:
+        """The dtype the formulas compute dtype `name` in (core.dtypes DType.wide, or narrower where the device
+        lacks it)."""
+
+    def erfc(self, x):
+        """Complementary error function 1 - erf(x), elementwise, in x's dtype."""
+
+    def exp(self, x):
+        """e**x elementwise, in x's dtype."""
+
+    def sigmoid(self, x):
+        """Logistic sigmoid 1 / (1 + e**-x) elementwise, in x's dtype."""
+
+
+@runtime_checkable
+class ActivationOps(ArrayOps, Protocol):
+    """`backends/<name>/activations.py`: everything `core.interface.Backend` needs from one framework."""
+
+    def setup(self, device: str) -> None:
+        """Select `device` ("cpu", "gpu", "tpu") for the arrays asarray creates; RuntimeError when it is absent.
+        Changes no framework-wide setting."""
+
+    def apply_settings(self, settings) -> dict:
+        """Apply a core.settings.Settings (threads, x64, TF32) to the framework, process-wide; returns what was set
+        ({setting: value}). Only `gelulab.reproducible` calls it."""
+
+    def threads(self) -> dict:
+        """The thread counts in force, {"intra_op": int or None, ...} (recorded in every report)."""
+
+    def asarray(self, a: np.ndarray, device: str):
+        """numpy array -> framework array of the same dtype and shape on `device`."""
+
+    def to_numpy(self, x) -> np.ndarray:
+        """Framework array -> numpy array of the same dtype and shape, on the host."""
+
+    def formula_scope(self) -> AbstractContextManager:
+        """The context gelulab's formulas run in (a thread-local scope, restored on exit; e.g. JAX's float64
+        intermediates with x64 off), contextlib.nullcontext() where none is needed."""
+
+    def builtin(self, activation) -> Callable | None:
+        """The framework's own function for a catalogue entry, None where it has none."""
+
+    def derivative(self, fn: Callable, activation) -> Callable:
+        """The elementwise derivative of fn (autodiff with a cotangent of ones, or a closed form)."""
+
+    def compile(self, fn: Callable) -> Callable:
+        """fn compiled by the framework's compiler; ValueError where the backend has no compiled mode."""
+
+    def versions(self) -> dict:
+        """{package: version string} of the framework packages used."""
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """`backends/<name>/moons.py`: trains the moons MLP from a core.training.TrainSpec (needs autodiff)."""
+
+    def train(self, spec) -> Any:
+        """Train the spec's seeds of one arm together; returns a core.training.TrainOutput."""
+
+    def bench_step(self, spec, mode: str) -> tuple[Callable, Callable | None]:
+        """(call, fn): call() runs one matched-regime training step; fn is the compiled function or None."""
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """`backends/<name>/bert.py`: the BERT encoder forward pass from numpy weights (core.encoder)."""
+
+    def to_framework(self, params: dict) -> dict:
+        """numpy float32 weights -> the framework's arrays on the backend's device."""
+
+    def encode(self, p: dict, ids, mask, config, activation) -> list:
+        """Hidden states [embeddings, layer 1 .. L] as numpy float32 (B, T, H) arrays."""
+
+
+@runtime_checkable
+class TrainableEncoder(Encoder, Protocol):
+    """An Encoder with autodiff: differentiable embeddings and the distillation fine-tune."""
+
+    def embed(self, p: dict, ids, mask, config, activation):
+        """Mean-pooled sentence embeddings as a framework array (differentiable in p)."""
+
+    def finetune(self, p: dict, ids, mask, targets, batches, config, activation, lr: float, progress=None):
+        """Fine-tune p toward `targets`; returns (params, losses)."""
+
+
+@runtime_checkable
+class BenchHooks(Protocol):
+    """`backends/<name>/bench.py`: the hooks the benchmark's timer needs around a framework call."""
+
+    def sync(self, y) -> None:
+        """Block until y is computed on its device."""
+
+    def device_input(self, backend, a: np.ndarray):
+        """`a` on the backend's device, materialised before timing starts."""
+
+    def copy(self, x):
+        """A new buffer with x's contents on x's device (the reference copy)."""
+
+    def fresh(self) -> None:
+        """Reset compilation caches before a group of compiled cells."""
+
+    def compile_stats(self, fn) -> dict:
+        """{"compiles": int or None, ...}: compile counters, to detect recompilation."""
+
+    def threads(self) -> dict:
+        """The thread counts in force (the activations module's threads())."""
+
+
+PROTOCOLS = {"activations": ActivationOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one backend offers, declared in `backends/<name>/__init__.py` without importing its framework.
+
+    name: the backend's name ("jax"); package: the framework's import name, probed to tell whether the backend is
+    installed ("jax"); extra: the pyproject optional-dependency group that installs it ("jax"), None for a core
+    dependency; modes: execution modes, ("eager",) or ("eager", "compiled"); devices: the devices it can run on
+    (subset of core.config.DEVICES); autodiff: whether derivatives come from the framework's autodiff (then it
+    provides a moons Trainer and a TrainableEncoder; without it, no training); thread_control: the thread pools
+    `gelulab.reproducible(threads=n)` sets ("intra_op", "inter_op"), () where the backend runs on one thread;
+    modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS).
+
+    Raises ValueError on construction for a record that contradicts itself (unknown mode, device or module,
+    no activations module, a trainer without autodiff or autodiff without one).
+    """
+
+    name: str
+    package: str
+    extra: str | None
+    modes: tuple[str, ...]
+    devices: tuple[str, ...]
+    autodiff: bool
+    thread_control: tuple[str, ...]
+    modules: tuple[str, ...]
+
+    def __post_init__(self):
+        if "eager" not in self.modes or set(self.modes) - set(MODES):
+            raise ValueError(f"{self.name}: modes={self.modes!r}; expected 'eager' and optionally 'compiled'")
+        if not self.devices or set(self.devices) - set(DEVICES):
+            raise ValueError(f"{self.name}: devices={self.devices!r}; expected some of {list(DEVICES)}")
+        if set(self.modules) - set(PROTOCOLS) or "activations" not in self.modules:
+            raise ValueError(f"{self.name}: modules={self.modules!r}; expected 'activations' and some of "
+                             f"{list(PROTOCOLS)}")
+        if ("moons" in self.modules) != self.autodiff:
+            raise ValueError(f"{self.name}: a moons trainer needs autodiff and every backend with autodiff has one "
+                             f"(autodiff={self.autodiff}, modules={self.modules!r})")
+        if set(self.thread_control) - {"intra_op", "inter_op"}:
+            raise ValueError(f"{self.name}: thread_control={self.thread_control!r}; expected some of "
+                             "['intra_op', 'inter_op']")
+
+    @property
+    def install_hint(self) -> str:
+        """The command that installs this backend's framework from a checkout (pinned by constraints.txt)."""
+        if self.extra is None:
+            return "pip install -e ."
+        return f"pip install -c constraints.txt -e '.[{self.extra}]'"
+
+    def protocol(self, module: str) -> type:
+        """The Protocol that module `module` of this backend implements (bert: TrainableEncoder with autodiff)."""
+        if module not in self.modules:
+            raise ValueError(f"backend {self.name!r} has no {module!r} module; it has {list(self.modules)}")
+        if module == "bert" and self.autodiff:
+            return TrainableEncoder
+        return PROTOCOLS[module]

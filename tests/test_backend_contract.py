@@ -1,0 +1,172 @@
+"""The backend contract (core.contract) run against every selected backend: its capability record, the Protocols
+of its modules, and the behaviour the record promises. A new backend folder with a record is covered here without
+an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1)."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import pytest
+import tomllib
+
+import gelulab
+from gelulab import backends
+from gelulab.backends import (
+    BACKEND_NAMES,
+    INSTALL_HINT,
+    REGISTRY,
+    DeviceUnavailable,
+    capabilities,
+    get_backend,
+)
+from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.contract import PROTOCOLS, ArrayOps, Capabilities, Encoder, TrainableEncoder
+from gelulab.core.dtypes import DTYPES
+
+PYPROJECT = tomllib.loads((Path(gelulab.__file__).parent / "pyproject.toml").read_text())
+
+
+# ------------------------------------------------------------------------------------------------ the registry
+
+
+def test_every_backend_folder_has_a_record_in_the_registry():
+    folders = sorted(m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg)
+    assert sorted(BACKEND_NAMES) == folders
+    for name in folders:
+        record = importlib.import_module(f"gelulab.backends.{name}").CAPABILITIES
+        assert isinstance(record, Capabilities) and record.name == name and REGISTRY[name] is record
+
+
+def test_names_and_install_hints_derive_from_the_records():
+    assert BACKEND_NAMES == tuple(REGISTRY) and BACKEND_NAMES.index("torch") < BACKEND_NAMES.index("tensorflow")
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for name, record in REGISTRY.items():
+        assert INSTALL_HINT[name] == record.install_hint
+        if record.extra is None:
+            assert record.install_hint == "pip install -e ."
+        else:
+            assert record.extra in extras and f"'.[{record.extra}]'" in record.install_hint
+            assert any(dep.split(">")[0].split("<")[0].split("=")[0] == record.package for dep in extras[record.extra])
+    with pytest.raises(ValueError, match=r"valid backends: \['numpy', 'jax', 'torch', 'tensorflow'\]"):
+        capabilities("mxnet")
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"modes": ("compiled",)}, "modes"),
+    ({"devices": ("quantum",)}, "devices"),
+    ({"modules": ("bench",)}, "modules"),
+    ({"autodiff": False}, "autodiff"),
+    ({"thread_control": ("all",)}, "thread_control"),
+])
+def test_a_record_that_contradicts_itself_is_refused(change, match):
+    base = {"name": "x", "package": "x", "extra": "x", "modes": ("eager",), "devices": ("cpu",), "autodiff": True,
+            "thread_control": (), "modules": ("activations", "moons")}
+    Capabilities(**base)
+    with pytest.raises(ValueError, match=match):
+        Capabilities(**{**base, **change})
+
+
+# --------------------------------------------------------------------------------------- per selected backend
+
+
+def test_record_and_folder_agree(backend_name):
+    record = capabilities(backend_name)
+    assert importlib.util.find_spec(record.package) is not None
+    for module in PROTOCOLS:
+        spec = importlib.util.find_spec(f"gelulab.backends.{backend_name}.{module}")
+        assert (spec is not None) == (module in record.modules), (backend_name, module)
+
+
+def test_modules_implement_their_protocols(backend_name):
+    record = capabilities(backend_name)
+    get_backend(backend_name)
+    for module in record.modules:
+        mod = importlib.import_module(f"gelulab.backends.{backend_name}.{module}")
+        protocol = record.protocol(module)
+        missing = [n for n in dir(protocol) if not n.startswith("_") and not hasattr(mod, n)]
+        assert isinstance(mod, protocol), f"{mod.__name__} lacks {missing} of {protocol.__name__}"
+    if "bert" in record.modules:
+        bert = importlib.import_module(f"gelulab.backends.{backend_name}.bert")
+        assert isinstance(bert, Encoder) and isinstance(bert, TrainableEncoder) == record.autodiff
+
+
+def test_modes_are_as_declared(backend):
+    record = backend.capabilities
+    assert backend.modes == record.modes and backend.capabilities is capabilities(backend.name)
+    x = backend.asarray(np.array([-1.0, 2.0], np.float32))
+    if "compiled" in record.modes:
+        y = backend.to_numpy(backend.function("relu", "formula", 0, "compiled")(x))
+        assert y.dtype == np.float32 and y.tolist() == [0.0, 2.0]
+    else:
+        with pytest.raises(ValueError, match="compiled"):
+            backend.module.compile(lambda v: v)
+        with pytest.raises(ValueError, match=r"mode='compiled' is not offered"):
+            backend.function("relu", mode="compiled")
+
+
+def test_devices_outside_the_record_are_refused(backend_name):
+    record = capabilities(backend_name)
+    for device in set(config.DEVICES) - set(record.devices):
+        with pytest.raises(DeviceUnavailable, match=f"not on '{device}'"):
+            get_backend(backend_name, device)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_asarray_to_numpy_round_trip(backend, dtype):
+    a = np.array([-np.inf, -2.5, -0.0, 0.0, 1.0, 3.0, np.inf, np.nan], dtype=DTYPES[dtype].np_dtype)
+    x = backend.asarray(a)
+    assert backend.module.dtype_name(x) == dtype
+    back = backend.to_numpy(x)
+    assert back.dtype == a.dtype and back.shape == a.shape
+    assert np.array_equal(back, a, equal_nan=True) and np.signbit(back[2]) and not np.signbit(back[3])
+
+
+def test_array_ops_against_their_definitions(backend):
+    m = backend.module
+    assert isinstance(m, ArrayOps)
+    x = backend.asarray(np.array([0.0, 1.0, -2.0]))
+    with mpmath.workdps(30):
+        erfc = [float(mpmath.erfc(v)) for v in (0, 1, -2)]
+        exp = [float(mpmath.exp(v)) for v in (0, 1, -2)]
+        sig = [float(1 / (1 + mpmath.exp(-v))) for v in (0, 1, -2)]
+    for op, want in ((m.erfc, erfc), (m.exp, exp), (m.sigmoid, sig)):
+        np.testing.assert_allclose(backend.to_numpy(op(x)), want, rtol=1e-14)
+    assert backend.to_numpy(m.where(x > 0, x, 0.0)).tolist() == [0.0, 1.0, 0.0]
+    assert m.dtype_name(m.astype(x, "float16")) == "float16"
+    for name, dtype in DTYPES.items():  # core.dtypes' wide dtype; narrower only on a device without it (TPU)
+        assert m.wide(name) == dtype.wide or (backend.device == "tpu" and m.wide(name) == name), name
+    assert isinstance(m.formula_scope(), AbstractContextManager)
+
+
+def test_builtins_are_none_or_callable_and_derivatives_follow_the_definition(backend):
+    x = backend.asarray(np.array([-2.0, 3.0], np.float32))
+    for key, act in ACTIVATIONS.items():
+        fn = backend.module.builtin(act)
+        assert fn is None or callable(fn), key
+        assert backend.has_builtin(key) == (fn is not None)
+    d = backend.to_numpy(backend.function("relu", "formula", 1)(x))  # ReLU'(x) = 0 for x < 0, 1 for x > 0
+    assert d.dtype == np.float32 and d.tolist() == [0.0, 1.0]
+
+
+def test_versions_threads_and_bench_hooks(backend):
+    record = backend.capabilities
+    versions = backend.versions()
+    assert record.package in versions and all(isinstance(v, str) for v in versions.values())
+    threads = backend.module.threads()
+    for pool in record.thread_control:  # the suite runs under reproducible(threads=GELULAB_THREADS)
+        assert threads[pool] == config.threads(), (pool, threads)
+    if not record.thread_control:
+        assert threads["intra_op"] == 1
+    bench = importlib.import_module(f"gelulab.backends.{backend.name}.bench")
+    assert bench.threads() == threads
+    x = bench.device_input(backend, np.arange(4, dtype=np.float32))
+    y = bench.copy(x)
+    bench.sync(y)
+    assert backend.to_numpy(y).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert "compiles" in bench.compile_stats(backend.function("relu", mode=record.modes[-1]))

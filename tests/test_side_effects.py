@@ -1,0 +1,192 @@
+"""gelulab leaves its host alone: importing it, loading a backend and calling its activation API change no
+framework-wide setting, and the settings it needs come from one explicit call, gelulab.reproducible.
+
+The check runs in a fresh Python process (this suite's own process runs under reproducible(), see conftest.py):
+it imports the selected frameworks, records their global settings, calls gelulab's activation API in each (every
+entry of CALLS, on a float32 array), records them again, and every setting must be unchanged. The float32
+results must equal, bit for bit, those of this process (x64 on, one thread): with JAX's x64 off, gelulab's
+formulas still widen to float64 in a thread-local scope instead of silently computing in float32.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gelulab.backends import BACKEND_NAMES, get_backend, selected_backends
+
+FRAMEWORKS = [n for n in BACKEND_NAMES if n in selected_backends() and n != "numpy"]
+
+# The script of the fresh process. CALLS: (label, function of (backend, x, mode) -> framework array); a new entry
+# point of the activation API is one more line here.
+SCRIPT = r'''
+import json, os, sys
+import numpy as np
+
+names, modes = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+
+import gelulab, gelulab.backends, gelulab.core.activations, gelulab.core.interface
+framework_modules = {"jax", "torch", "tensorflow", "jaxlib", "keras"}
+imported_early = sorted(m for m in sys.modules if m.split(".")[0] in framework_modules)
+
+for n in names:  # the user's own imports, torch before tensorflow
+    __import__(n)
+
+
+def settings():
+    s = {"XLA_FLAGS": os.environ.get("XLA_FLAGS"), "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL")}
+    if "jax" in names:
+        import jax, jax.numpy as jnp
+        s["jax_enable_x64"] = bool(jax.config.jax_enable_x64)
+        s["jnp.ones(3).dtype"] = str(jnp.ones(3).dtype)
+        s["jax.numpy.array(1.0).dtype"] = str(jnp.array(1.0).dtype)
+        s["jax_default_matmul_precision"] = jax.config.jax_default_matmul_precision
+    if "torch" in names:
+        import torch, torch._dynamo
+        s["torch.get_num_threads"] = torch.get_num_threads()
+        s["torch.get_num_interop_threads"] = torch.get_num_interop_threads()
+        s["torch.backends.cuda.matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        s["torch.backends.cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+        s["torch.get_float32_matmul_precision"] = torch.get_float32_matmul_precision()
+        s["torch.get_default_dtype"] = str(torch.get_default_dtype())
+        cfg = torch._dynamo.config
+        s["dynamo.recompile_limit"] = cfg.recompile_limit
+        s["dynamo.accumulated_recompile_limit"] = cfg.accumulated_recompile_limit
+        s["dynamo.fail_on_recompile_limit_hit"] = getattr(cfg, "fail_on_recompile_limit_hit", None)
+    if "tensorflow" in names:
+        import tensorflow as tf
+        s["tf.intra_op_parallelism_threads"] = tf.config.threading.get_intra_op_parallelism_threads()
+        s["tf.inter_op_parallelism_threads"] = tf.config.threading.get_inter_op_parallelism_threads()
+        s["tf.tensor_float_32_execution_enabled"] = tf.config.experimental.tensor_float_32_execution_enabled()
+    return s
+
+
+before = settings()
+CALLS = [
+    ("gelu formula", lambda b, x, m: b.function("gelu_none", "formula", 0, m)(x)),
+    ("gelu builtin", lambda b, x, m: b.function("gelu_none", "builtin", 0, m)(x)),
+    ("relu formula", lambda b, x, m: b.function("relu", "formula", 0, m)(x)),
+    ("relu builtin", lambda b, x, m: b.function("relu", "builtin", 0, m)(x)),
+    ("gelu formula'", lambda b, x, m: b.function("gelu_none", "formula", 1, m)(x)),
+    ("gelu builtin'", lambda b, x, m: b.function("gelu_none", "builtin", 1, m)(x)),
+    ("Backend.gelu", lambda b, x, m: b.gelu(x)),
+    ("Backend.relu", lambda b, x, m: b.relu(x, impl="builtin")),
+]
+a = np.linspace(-9.0, 5.0, 301).astype(np.float32)
+results = {}
+for n in names:
+    b = gelulab.get_backend(n)
+    x = b.asarray(a)
+    for mode in modes:
+        for label, call in CALLS:
+            y = b.to_numpy(call(b, x, mode))
+            assert y.dtype == np.float32, (n, mode, label, y.dtype)
+            results[f"{n} {mode} {label}"] = y.view(np.uint32).tolist()
+print(json.dumps({"imported_early": imported_early, "before": before, "after": settings(), "results": results}))
+'''
+
+
+def _fresh_process(names, modes) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}  # their defaults
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(names), json.dumps(modes)], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+MODES = [pytest.param(["eager"], id="eager"), pytest.param(["compiled"], id="compiled", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("modes", MODES)
+def test_activation_api_changes_no_framework_setting(modes):
+    if not FRAMEWORKS:
+        pytest.skip("no framework backend selected")
+    out = _fresh_process(FRAMEWORKS, modes)
+    assert out["imported_early"] == [], "importing gelulab imported a framework"
+    changed = {k: (v, out["after"].get(k)) for k, v in out["before"].items() if out["after"].get(k) != v}
+    assert changed == {}, f"settings changed by gelulab's activation API (before, after): {changed}"
+    if "jax" in FRAMEWORKS:  # the frameworks' defaults: a change by an import would already show above
+        assert out["before"]["jax_enable_x64"] is False and out["before"]["jnp.ones(3).dtype"] == "float32"
+    # the same bits as in this process, which runs under reproducible() (x64 on, one thread per framework)
+    a = np.linspace(-9.0, 5.0, 301).astype(np.float32)
+    for key, bits in out["results"].items():
+        name, mode, label = key.split(" ", 2)
+        if not label.startswith(("gelu formula", "relu formula")):
+            continue
+        b = get_backend(name)
+        order = 1 if label.endswith("'") else 0
+        fn = b.function(label.split()[0].replace("gelu", "gelu_none"), "formula", order, mode)
+        mine = b.to_numpy(fn(b.asarray(a))).view(np.uint32).tolist()
+        assert bits == mine, f"{key}: differs from the result with the experiments' settings"
+
+
+def test_jax_without_x64_refuses_float64_and_names_the_setting():
+    if "jax" not in FRAMEWORKS:
+        pytest.skip("jax not selected")
+    import jax
+    import mpmath
+
+    b = get_backend("jax")
+    xs = np.array([-6.0, -1.0, 0.5, 3.0], np.float32)
+    with jax.enable_x64(False):  # a scope with x64 off, as in a user's process that never turned it on
+        with pytest.raises(ValueError, match="jax_enable_x64.*gelulab.reproducible"):
+            b.asarray(np.ones(3))
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            b.module.astype(b.asarray(np.ones(3, np.float32)), "float64")
+        off = [b.to_numpy(b.function("gelu_none", "formula", k)(b.asarray(xs))) for k in (0, 1)]
+    on = [b.to_numpy(b.function("gelu_none", "formula", k)(b.asarray(xs))) for k in (0, 1)]
+    assert all(np.array_equal(u.view(np.uint32), v.view(np.uint32)) for u, v in zip(off, on))
+    with mpmath.workdps(30):  # x Phi(x), within 1 ULP of float32 (gelulab's goal)
+        want = np.array([float(mpmath.mpf(float(v)) * mpmath.ncdf(float(v))) for v in xs], np.float32)
+    assert off[0].dtype == np.float32
+    assert np.all(np.abs(off[0].view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64)) <= 1)
+
+
+def test_reproducible_sets_what_its_docstring_says():
+    """In a fresh process: gelulab.reproducible(threads=1) sets torch's threads, TF's pools, XLA_FLAGS, JAX x64 and
+    matmul precision and the TF32 flags; a later thread count that can no longer apply is a RuntimeWarning."""
+    if not FRAMEWORKS:
+        pytest.skip("no framework backend selected")
+    script = r'''
+import json, os, sys, warnings
+names = json.loads(sys.argv[1])
+import gelulab
+done = gelulab.reproducible(threads=1, backends=names)
+s = {"done": {k: sorted(v) for k, v in done.items()}, "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
+if "jax" in names:
+    import jax, jax.numpy as jnp
+    s["x64"], s["prec"], s["ones"] = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision, str(jnp.ones(3).dtype)
+if "torch" in names:
+    import torch
+    s["torch"] = [torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32]
+if "tensorflow" in names:
+    import tensorflow as tf
+    tf.constant(1.0) + 1.0  # the runtime starts with the pools set above
+    s["tf"] = [tf.config.threading.get_intra_op_parallelism_threads(),
+               tf.config.threading.get_inter_op_parallelism_threads(),
+               tf.config.experimental.tensor_float_32_execution_enabled()]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        gelulab.reproducible(threads=2, backends=["tensorflow"])
+    s["tf_late"] = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    s["tf_threads"] = gelulab.get_backend("tensorflow").module.threads()
+print(json.dumps(s))
+'''
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(FRAMEWORKS)], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "jax" in FRAMEWORKS:
+        assert "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" in s["XLA_FLAGS"]
+        assert (s["x64"], s["prec"], s["ones"]) == (True, "highest", "float64")
+    if "torch" in FRAMEWORKS:
+        assert s["torch"] == [1, False, False]
+    if "tensorflow" in FRAMEWORKS:
+        assert s["tf"] == [1, 1, False]
+        assert sum("TensorFlow's runtime has already started" in m for m in s["tf_late"]) == 1, s["tf_late"]
+        assert s["tf_threads"]["intra_op"] == 1 and s["tf_threads"]["applied"] is False
