@@ -28,6 +28,7 @@ from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.contract import PROTOCOLS, ArrayOps, Capabilities, Encoder, TrainableEncoder
 from gelulab.core.dtypes import DTYPES
+from gelulab.core.report import environment
 
 PYPROJECT = tomllib.loads((Path(gelulab.__file__).parent / "pyproject.toml").read_text())
 
@@ -163,6 +164,7 @@ def test_versions_threads_and_bench_hooks(backend):
         assert threads[pool] == config.threads(), (pool, threads)
     if not record.thread_control:
         assert threads["intra_op"] == 1
+    assert environment([backend])["threads_in_effect"] == {backend.name: threads}  # every report records them
     bench = importlib.import_module(f"gelulab.backends.{backend.name}.bench")
     assert bench.threads() == threads
     x = bench.device_input(backend, np.arange(4, dtype=np.float32))
