@@ -24,6 +24,7 @@ from gelulab.backends import (
     capabilities,
     get_backend,
 )
+from gelulab.benchmarks.runner import counter_growth
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.contract import PROTOCOLS, ArrayOps, Capabilities, Encoder, TrainableEncoder
@@ -172,3 +173,20 @@ def test_versions_threads_and_bench_hooks(backend):
     bench.sync(y)
     assert backend.to_numpy(y).tolist() == [0.0, 1.0, 2.0, 3.0]
     assert "compiles" in bench.compile_stats(backend.function("relu", mode=record.modes[-1]))
+
+
+@pytest.mark.slow
+def test_compiled_mode_compiles_every_variant(backend):
+    """More compiled variants of the formula closure than dynamo's default recompile limit (8): each one compiles
+    (a compile counter grows), none falls back to eager, and no global compiler setting is left changed."""
+    if "compiled" not in backend.modes:
+        pytest.skip(f"{backend.name} has no compiled mode")
+    bench = importlib.import_module(f"gelulab.backends.{backend.name}.bench")
+    bench.fresh()
+    variants = [(key, dtype) for dtype in ("float32", "float64", "float16") for key in ACTIVATIONS]
+    assert len(variants) > 8
+    for key, dtype in variants:
+        fn = backend.function(key, "formula", 0, "compiled")
+        before = bench.compile_stats(fn)
+        bench.sync(fn(backend.asarray(np.linspace(-3, 3, 9).astype(dtype))))
+        assert counter_growth(before, bench.compile_stats(fn)) >= 1, (key, dtype)
