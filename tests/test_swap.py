@@ -73,7 +73,7 @@ def hf_outputs(pretrained, tokens):
     """transformers' BertModel on SENTENCES with each activation, {key: hidden states}; skipped without it."""
     if not HAS_TRANSFORMERS:
         pytest.skip("transformers is not installed (optional test dependency: pip install -c constraints.txt "
-                    "-e '.[dev]')")
+                    "-e '.[swap]')")
     import torch
     from transformers import BertModel
     from transformers.activations import ACT2FN
