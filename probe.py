@@ -223,11 +223,11 @@ def _framework(fn, forced: str | None) -> str:
         if name != "numpy" and name not in sys.modules:
             continue
         try:
-            y = _call(fn, name, sample)
-        except Exception:  # noqa: BLE001 - a framework that cannot run fn is simply not this one
+            y = _raw_call(fn, name, sample)
+        except Exception:  # noqa: BLE001 - a framework whose arrays fn cannot take is simply not this one
             continue
-        if np.all(np.isfinite(y)):
-            return name
+        _check_output(fn, y, sample)  # fn ran: a wrong shape or dtype is an error of fn, not of the framework
+        return name
     tried = [n for n in _TRIAL_ORDER if n == "numpy" or n in sys.modules]
     raise TypeError(f"identify: {_short(fn)} could not be called on an array of any imported framework "
                     f"(tried {', '.join(tried)}); import its framework or pass framework=")
@@ -259,13 +259,19 @@ def _to_numpy(y) -> np.ndarray:
 def _call(fn, name: str, a: np.ndarray) -> np.ndarray:
     """fn on `a` as framework `name`'s array; the output as numpy (its dtype kept). Raises ValueError for another
     shape, TypeError for a non-floating output."""
+    return _check_output(fn, _raw_call(fn, name, a), a)
+
+
+def _raw_call(fn, name: str, a: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         torch = sys.modules.get("torch")
         if torch is not None:
             with torch.no_grad():
-                y = _to_numpy(fn(_native(name, a)))
-        else:
-            y = _to_numpy(fn(_native(name, a)))
+                return _to_numpy(fn(_native(name, a)))
+        return _to_numpy(fn(_native(name, a)))
+
+
+def _check_output(fn, y: np.ndarray, a: np.ndarray) -> np.ndarray:
     if y.shape != a.shape:
         raise ValueError(f"identify: {_short(fn)} returned shape {y.shape} for an input of shape {a.shape}; "
                          "expected an elementwise function")
