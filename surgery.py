@@ -116,14 +116,15 @@ def torch_key(module) -> str | None:
 def _swap_torch(model, choose, impl) -> list[Swapped]:
     from gelulab.layers.torch import layer_for
 
-    plan = []  # (parent, attribute, path, old, was, now): all checked before the first replacement
-    for parent_path, parent in model.named_modules():
-        for name, child in parent.named_children():
-            was = torch_key(child)
-            now = None if was is None else choose(was)
-            if now is not None:
-                get_activation(now)
-                plan.append((parent, name, f"{parent_path}.{name}" if parent_path else name, child, was, now))
+    plan = []  # (parent, attribute, path, old, was, now) in the model's order, all checked before replacing
+    modules = dict(model.named_modules(remove_duplicate=False))  # a module shared by two parents: both places
+    for path, child in modules.items():
+        was = torch_key(child) if path else None
+        now = None if was is None else choose(was)
+        if now is not None:
+            get_activation(now)
+            parent_path, _, name = path.rpartition(".")
+            plan.append((modules[parent_path], name, path, child, was, now))
     records = []
     for parent, name, path, old, was, now in plan:
         new = layer_for(now, impl)
