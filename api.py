@@ -36,7 +36,7 @@ def _torch(x):
 
 def _jax(x):
     jax = sys.modules.get("jax")
-    if jax is not None and isinstance(x, (jax.Array, jax.core.Tracer)):
+    if jax is not None and isinstance(x, (jax.Array, getattr(jax.core, "Tracer", jax.Array))):  # tracers too
         return np.dtype(x.dtype).name
     return None
 

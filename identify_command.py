@@ -61,12 +61,12 @@ def evaluate(expression: str):
             sub = ".".join([target, *name.split(".")[1:depth]])
             if _importable(sub):
                 importlib.import_module(sub)
-    try:
-        value = eval(compile(tree, "<identify>", "eval"), namespace)  # noqa: S307 - the user's own expression
-    except Exception as e:  # noqa: BLE001 - any failure of the user's expression is reported in one line
+    try:  # the user's own expression, from their own command line
+        value = eval(compile(tree, "<identify>", "eval"), namespace)
+    except Exception as e:  # any failure of the expression is reported in one line
         raise ValueError(f"{expression!r} failed: {type(e).__name__}: {e}") from e
     if not callable(value):
-        raise ValueError(f"{expression!r} gives a {type(value).__name__}, not a callable")
+        raise ValueError(f"{expression!r} gives a {type(value).__name__}, not a callable")  # noqa: TRY004 - exit 2
     return value
 
 

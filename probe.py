@@ -224,7 +224,7 @@ def _framework(fn, forced: str | None) -> str:
             continue
         try:
             y = _raw_call(fn, name, sample)
-        except Exception:  # noqa: BLE001 - a framework whose arrays fn cannot take is simply not this one
+        except Exception:  # noqa: BLE001, S112 - a framework whose arrays fn cannot take is simply not this one
             continue
         _check_output(fn, y, sample)  # fn ran: a wrong shape or dtype is an error of fn, not of the framework
         return name

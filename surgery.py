@@ -79,7 +79,7 @@ def swap(model, to: str | Mapping[str, str] | None = None, impl: str = "formula"
     """
     check_impl(impl)
     if isinstance(to, Mapping):
-        for k, v in to.items():
+        for v in to.values():
             get_activation(v)
         target = dict(to).get
     elif to is None:

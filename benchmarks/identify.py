@@ -178,8 +178,8 @@ def markdown(rows: list, reference_s: float, env: dict, skipped: list) -> str:
     float64 distance, the names of the faults seen (their measurements are in identify.json), first and median
     seconds, median ÷ one plain call."""
     lines = [
-        "| callable | probed as | variant | distance (float32) | next nearest | float64 | faults seen | "
-        "first s | median s | × call |",
+        ("| callable | probed as | variant | distance (float32) | next nearest | float64 | faults seen | "
+         "first s | median s | × call |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

@@ -17,8 +17,8 @@ import math
 import mpmath
 import numpy as np
 import pytest
-
 import readme_blocks
+
 from gelulab import cli, identify
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.probe import PROBE, SEPARATING, tolerance
@@ -37,7 +37,7 @@ def _cases():
     def add(need, name, factory, variant, seen=(), unseen=()):
         out.append(pytest.param(need, factory, variant, seen, unseen, id=name))
 
-    import_torch = lambda: __import__("torch")  # noqa: E731
+    import_torch = lambda: __import__("torch")
     add("torch", "F.gelu", lambda: import_torch().nn.functional.gelu, "gelu_none",
         ("1+erf cancellation", "wrong at -inf"))
     add("torch", "F.gelu-tanh", lambda: functools.partial(import_torch().nn.functional.gelu, approximate="tanh"),
@@ -54,7 +54,7 @@ def _cases():
         "gelu_none", ("1+erf cancellation",))
     add("torch", "tanh", lambda: import_torch().tanh, None)
 
-    jax_nn = lambda: __import__("jax").nn  # noqa: E731
+    jax_nn = lambda: __import__("jax").nn
     add("jax", "jax.nn.gelu", lambda: jax_nn().gelu, "gelu_tanh", ("1+tanh cancellation", "wrong at -inf"))
     add("jax", "jax.nn.gelu-exact", lambda: functools.partial(jax_nn().gelu, approximate=False), "gelu_none",
         ("wrong at -inf",), ("1+erf cancellation",))
@@ -62,7 +62,7 @@ def _cases():
     add("jax", "jax.nn.silu", lambda: jax_nn().silu, SILU)
     add("jax", "jax x*sigmoid(1.702x)", lambda: (lambda x: x * jax_nn().sigmoid(1.702 * x)), "gelu_sigmoid")
 
-    tf_nn = lambda: __import__("tensorflow").nn  # noqa: E731
+    tf_nn = lambda: __import__("tensorflow").nn
     add("tensorflow", "tf.nn.gelu", lambda: tf_nn().gelu, "gelu_none", ("float64 imprecise", "wrong at -inf"),
         ("1+erf cancellation",))
     add("tensorflow", "tf.nn.gelu-tanh", lambda: functools.partial(tf_nn().gelu, approximate=True), "gelu_tanh",
@@ -70,7 +70,7 @@ def _cases():
     add("tensorflow", "tf.nn.relu", lambda: tf_nn().relu, "relu")
     add("tensorflow", "tf.nn.silu", lambda: tf_nn().silu, SILU)
 
-    keras = lambda: __import__("keras")  # noqa: E731
+    keras = lambda: __import__("keras")
     add("keras", "keras.activations.gelu", lambda: keras().activations.gelu, "gelu_none")
     add("keras", "keras gelu approximate", lambda: functools.partial(keras().activations.gelu, approximate=True),
         "gelu_tanh")
@@ -78,7 +78,7 @@ def _cases():
     add("keras", "keras.activations.silu", lambda: keras().activations.silu, SILU)
     add("keras", "keras Activation layer", lambda: keras().layers.Activation("gelu"), "gelu_none")
 
-    hf = lambda: importlib.import_module("transformers.activations")  # noqa: E731
+    hf = lambda: importlib.import_module("transformers.activations")
     for cls, kwargs, variant, seen in (
         ("GELUActivation", {}, "gelu_none", ("1+erf cancellation",)),
         ("GELUActivation", {"use_gelu_python": True}, "gelu_none", ("1+erf cancellation",)),

@@ -14,8 +14,8 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import readme_blocks
+
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.reference import reference
 
@@ -201,12 +201,12 @@ def test_keras_model_loads_in_a_fresh_process_that_imports_the_layers(tmp_path):
     np.save(tmp_path / "x.npy", XS)
     args = [str(path), str(tmp_path / "y.npy"), str(tmp_path / "x.npy")]
     ok = subprocess.run([sys.executable, "-c", _LOAD.format(extra="import gelulab.layers.keras"), *args],
-                        capture_output=True, text=True, timeout=600)
+                        check=False, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-2000:]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(model.predict(XS, verbose=0)))
     # as documented: without the import Keras cannot find the class (it imports only its own packages' modules)
-    bare = subprocess.run([sys.executable, "-c", _LOAD.format(extra=""), *args], capture_output=True, text=True,
-                          timeout=600)
+    bare = subprocess.run([sys.executable, "-c", _LOAD.format(extra=""), *args], check=False, capture_output=True,
+                          text=True, timeout=600)
     assert bare.returncode != 0 and "GELU" in bare.stderr
 
 

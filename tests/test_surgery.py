@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import readme_blocks
+
 from gelulab import swap
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.reference import reference
