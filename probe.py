@@ -12,9 +12,10 @@ fixed float32 probe and compares the values with the correctly rounded reference
   callable is that variant when the distance is within `tolerance`, one eighth of the smallest distance between
   two variants (5.9e-5 with the catalogue of GELU forms and ReLU), and none of them (None) otherwise. A float32
   implementation of the right variant is within about 1e-6.
-* tail points: x in [-60, -8) (steps of 1/16 to -16, then 1/4), where every variant is tiny but a normal float32:
-  the relative error there tells 1 + erf(x/sqrt 2) from erfc (the sum cancels below x ~ -4) and 1 + tanh(u) from
-  sigmoid(2u), and shows tails flushed to zero.
+* the negative tail, x <= -3: the separating points there and x in [-60, -8) (steps of 1/16 to -16, then 1/4),
+  where every variant is small but, down to its underflow (x ~ -13 exact, -10 tanh form, -53.5 sigmoid form), a
+  normal float32: the relative error there tells 1 + erf(x/sqrt 2) from erfc (the sum cancels below x ~ -4.5) and
+  1 + tanh(u) from sigmoid(2u), and shows tails lost to a flushed subnormal intermediate or an overflowing exp.
 * -inf, +inf and NaN, against the catalogue's limits.
 
 Where the framework computes float64 without a global setting being changed (numpy, torch, TensorFlow; jax only
