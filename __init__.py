@@ -11,6 +11,15 @@ activation call. The public names are resolved lazily:
     capabilities(name)               a backend's capability record (modes, devices, autodiff, install extra)
     BACKEND_NAMES                    the backends gelulab knows, in canonical order
     ACTIVATIONS                      the activation catalogue (gelulab.core.activations)
+    gelu(x, approximate="none", impl="formula"), relu(x, impl=...), silu(x, impl=...)
+                                     activations on a torch, jax, TensorFlow or numpy array, the same kind out
+                                     (gelulab.api)
+    apply(key, x, impl=...), activation(key, impl=...)
+                                     any catalogue entry on a native array, or as a callable (gelulab.api)
+    swap(model, to=None, impl=...)   replace the activation modules of a torch or Keras model (gelulab.surgery)
+    identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.probe)
+
+Layers for each framework: gelulab.layers.torch, gelulab.layers.keras, gelulab.layers.flax.
 """
 from __future__ import annotations
 
@@ -42,6 +51,13 @@ _LAZY = {
     "capabilities": ("gelulab.backends", "capabilities"),
     "BACKEND_NAMES": ("gelulab.backends", "BACKEND_NAMES"),
     "ACTIVATIONS": ("gelulab.core.activations", "ACTIVATIONS"),
+    "gelu": ("gelulab.api", "gelu"),
+    "relu": ("gelulab.api", "relu"),
+    "silu": ("gelulab.api", "silu"),
+    "apply": ("gelulab.api", "apply"),
+    "activation": ("gelulab.api", "activation"),
+    "swap": ("gelulab.surgery", "swap"),
+    "identify": ("gelulab.probe", "identify"),
 }
 
 

@@ -21,6 +21,7 @@ import scipy.stats
 from gelulab.backends import capabilities, get_backend, selected_backends
 from gelulab.experiments.swap import model as bert
 from gelulab.experiments.swap import command as swap
+from gelulab.experiments.swap import hf
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
 
@@ -73,7 +74,7 @@ def hf_outputs(pretrained, tokens):
     """transformers' BertModel on SENTENCES with each activation, {key: hidden states}; skipped without it."""
     if not HAS_TRANSFORMERS:
         pytest.skip("transformers is not installed (optional test dependency: pip install -c constraints.txt "
-                    "-e '.[dev]')")
+                    "-e '.[swap]')")
     import torch
     from transformers import BertModel
     from transformers.activations import ACT2FN
@@ -304,7 +305,7 @@ def test_swap_command_writes_report(tmp_path):
     small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
     out = tmp_path / "out"
     assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(small),
-                          "--out", str(out))) == 0
+                          "--out", str(out), "--no-transformers")) == 0
     report = json.loads((out / "swap.json").read_text())
     assert report["model"]["sha256"] == PINNED_SHA256
     assert report["environment"]["threads"] >= 1 and "numpy" in report["environment"]["frameworks"]
@@ -312,3 +313,66 @@ def test_swap_command_writes_report(tmp_path):
     assert report["rows"][0]["cos_mean"] == pytest.approx(1.0)
     assert "| numpy | relu | swapped |" in (out / "swap.md").read_text()
     assert (out / "swap_layers.png").stat().st_size > 10_000
+
+
+# --- the transformers BertModel, its activations replaced by gelulab.swap ------------------------------------------
+
+
+def _small_pairs(tmp_path):
+    pairs = swap.load_pairs()
+    small = tmp_path / "pairs.tsv"
+    rows = [p for label in bert.PAIR_LABELS for p in pairs if p[0] == label][::12]
+    small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
+    return small
+
+
+@pytest.mark.parametrize("key", ["relu", "gelu_tanh"])
+def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, pretrained, tokens, outputs):
+    if not HAS_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    model, records = hf.swapped_model(pretrained.directory, key, "formula", pretrained.config.layers)
+    assert [r.path for r in records] == [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in range(6)]
+    assert {(r.was, r.was_class, r.now) for r in records} == {
+        ("gelu_none", "transformers.activations.GELUActivation", key)}
+    ids, mask = tokens
+    got = hf.hidden_states(model, ids, mask)
+    want = outputs("torch", key) if "torch" in selected_backends() else None
+    if want is None:
+        pytest.skip("the torch backend is not selected")
+    real = mask.astype(bool)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[real], w[real], atol=EMBEDDING_TOL, rtol=0)
+
+
+def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
+    if not HAS_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    out = tmp_path / "out"
+    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
+                          "--out", str(out))) == 0
+    report = json.loads((out / "swap.json").read_text())
+    rows = {(r["backend"], r["activation"], r["stage"]): r for r in report["rows"]}
+    assert set(rows) == {("numpy", "gelu_none", "original"), ("numpy", "relu", "swapped"),
+                         ("transformers", "gelu_none", "original"), ("transformers", "relu", "swapped")}
+    assert len(report["transformers"]["swaps"]["relu"]) == 6
+    # the same weights and the same swap: gelulab's numpy encoder and the transformers BertModel agree
+    assert rows["transformers", "relu", "swapped"]["cos_mean"] == pytest.approx(
+        rows["numpy", "relu", "swapped"]["cos_mean"], abs=1e-5)
+    text = (out / "swap.md").read_text()
+    assert "| activation | stage | numpy cos / drift | transformers cos / drift |" in text
+    assert "| transformers | relu | swapped |" in text
+
+
+@pytest.mark.slow
+def test_transformers_finetune_recovers(tmp_path):
+    if not HAS_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    out = tmp_path / "out"
+    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
+                          "--out", str(out), "--finetune", "--steps", "4", "--train-sentences", "16",
+                          "--finetune-batch", "16")) == 0
+    report = json.loads((out / "swap.json").read_text())
+    ft = report["finetune"]["transformers"]["relu"]
+    assert ft["loss_last"] < ft["loss_first"]
+    rows = {(r["backend"], r["stage"]): r for r in report["rows"] if r["activation"] == "relu"}
+    assert rows["transformers", "fine-tuned"]["cos_mean"] > rows["transformers", "swapped"]["cos_mean"]

@@ -6,7 +6,8 @@ embeddings (mean, worst), the per-layer drift of the hidden states (mean token c
 cosine similarity still separates paraphrases from other pairs (ROC-AUC, sklearn) on the labelled pairs of
 experiments/swap/data/sentence_pairs.tsv, plus the mean similarity of unrelated pairs. With --finetune, the swapped
 model (default: ReLU) is distilled toward the original embeddings on sentences gelulab generates from templates,
-and measured again.
+and measured again. The transformers BertModel loaded from the same weights runs beside gelulab's encoders, its
+activations replaced by gelulab.swap (experiments/swap/hf.py; --no-transformers skips it).
 
 Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap).
 """
@@ -32,6 +33,7 @@ from gelulab.backends import (
     selected_backends,
 )
 from gelulab.core import config
+from gelulab.experiments.swap import hf
 from gelulab.core.activations import IMPLS, get_activation
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 from gelulab.experiments.swap import model as bert
@@ -141,6 +143,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--finetune-batch", type=int, default=16, help="sentences per fine-tune step")
     parser.add_argument("--train-sentences", type=int, default=1024, help="generated sentences to fine-tune on")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated sentences and batch order")
+    parser.add_argument("--transformers", action=argparse.BooleanOptionalAction, default=True,
+                        help="also swap the activations of the transformers BertModel loaded from the same weights "
+                             "(gelulab.swap), beside gelulab's encoders (default on; skipped when not installed)")
 
 
 def _keys(text: str, what: str) -> list[str]:
@@ -262,6 +267,8 @@ def run(args) -> int:
                 "train_cos_before": ft["train_cos_before"], "loss_first": ft["losses"][0],
                 "loss_last": ft["losses"][-1], "losses": ft["losses"]}
             _write(out, report)
+    if args.transformers:
+        hf.run(report, args, pre, sentences, index, pairs, swaps, tuned, train, _measure, lambda: _write(out, report))
     _write(out, report)
     print(_markdown(report))
     print(f"wrote {out}/swap.md, swap.json, swap_layers.png")
@@ -302,6 +309,7 @@ def _markdown(report: dict) -> str:
             text.append(f"\nFine-tune {name} {key}: {f['steps']} steps, batch {f['batch']}, Adam lr {f['lr']}, "
                         f"{f['seconds']:.1f} s; loss (1 - cos) {f['loss_first']:.4f} -> {f['loss_last']:.4f}; "
                         f"training-set cosine before {f['train_cos_before']:.4f}.\n")
+    text.append(hf.side_by_side(report))
     for what, why in report["skipped"].items():
         text.append(f"\nSkipped {what}: {why}\n")
     return "".join(t if t.endswith("\n") else t + "\n" for t in text)

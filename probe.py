@@ -1,0 +1,379 @@
+"""Which GELU is this? `gelulab.identify(fn)` probes a callable and names the catalogue variant it computes.
+
+A port's most common silent fault is a GELU that is not the one the weights were trained with (exact where the
+original used tanh, plain GELU where it used x sigmoid(1.702 x)). `identify` evaluates the callable once on a
+fixed float32 probe and compares the values with the correctly rounded reference of every catalogue variant
+(core.reference, computed once per process and cached):
+
+* separating points: x in [-8, 8] in steps of 1/32, plus 8.5 ... 1000. The variants differ most on the negative
+  side, where |f| < 1: tanh form vs exact by 4.7e-4 at x = -2.7 (and +2.7), sigmoid form vs exact by 2.0e-2 at
+  x = -2.27, ReLU vs exact by 0.17 at x = +-0.75. The distance to a variant is the largest
+  |f(x) - ref(x)| / max(1, |ref(x)|) over these points (an absolute error where |f| < 1, relative beyond); the
+  callable is that variant when the distance is within `tolerance`, one eighth of the smallest distance between
+  two variants (5.9e-5 with the catalogue of GELU forms and ReLU), and none of them (None) otherwise. A float32
+  implementation of the right variant is within about 1e-6.
+* the negative tail, x <= -3: the separating points there and x in [-60, -8) (steps of 1/16 to -16, then 1/4),
+  where every variant is small but, down to its underflow (x ~ -13 exact, -10 tanh form, -53.5 sigmoid form), a
+  normal float32: the relative error there tells 1 + erf(x/sqrt 2) from erfc (the sum cancels below x ~ -4.5) and
+  1 + tanh(u) from sigmoid(2u), and shows tails lost to a flushed subnormal intermediate or an overflowing exp.
+* -inf, +inf and NaN, against the catalogue's limits.
+
+Where the framework computes float64 without a global setting being changed (numpy, torch, TensorFlow; jax only
+when the caller enabled jax_enable_x64), the separating points are probed in float64 too (`distances64`).
+
+The framework is chosen from the callable (a torch.nn.Module, a Keras layer, or the module that defines the
+function: torch, transformers, jax, flax, tensorflow, keras, numpy); for anything else (a lambda) each framework
+already imported is tried in turn with a small array, numpy first. Only frameworks the caller has imported are used.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.reference import reference
+
+_STEP = 1.0 / 32
+SEPARATING = np.concatenate([np.arange(-8.0, 8.0 + _STEP / 2, _STEP),
+                             [8.5, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 100.0, 1000.0]])
+TAIL = np.concatenate([np.arange(-60.0, -16.0, 0.25), np.arange(-16.0, -8.0, 1.0 / 16)])
+SPECIAL = np.array([-np.inf, np.inf, np.nan])
+PROBE = np.concatenate([SEPARATING, TAIL, SPECIAL])  # every value exact in float32
+_N_SEP, _N_TAIL = len(SEPARATING), len(TAIL)
+TOLERANCE_FRACTION = 1.0 / 8  # of the smallest distance between two catalogue variants
+LOST = 0.01  # a tail value more than 1 % off (relative) is lost
+NEAR_TAIL = (-9.0, -3.0)  # where 1 + erf and 1 + tanh cancel in float32 (they reach 0 by x ~ -6)
+# float64 distance beyond which a float64 result was not computed in float64 throughout: a float64 implementation of
+# the formula is within ~4e-16, tf.nn.gelu (float32 constants) 5e-9; FastGELU's 10-digit sqrt(2/pi) gives 9e-13.
+FLOAT64_GOAL = 1e-10
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A known-fault signature seen in the probe: name (e.g. "1+erf cancellation") and what was measured."""
+
+    name: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Identification:
+    """What `identify` found for one callable.
+
+    name: the callable's repr (shortened); framework: the backend name it was probed in ("torch", "jax",
+    "tensorflow", "numpy"); variant: the catalogue key it computes ("gelu_none", "gelu_tanh", "gelu_sigmoid",
+    "relu", "silu", ...) or None; distances: {catalogue key: distance on the float32 separating points} (see the
+    module docstring; dimensionless, absolute where |f| < 1); tolerance: the largest distance accepted as the
+    variant; faults: known-fault signatures seen (tail cancellation, NaN at +-inf, ...), only for an identified
+    variant; distances64: the same distances from a float64 probe, or None with `note64` saying why;
+    seconds: wall time of the probe; values: the callable's float32 outputs at SEPARATING (as float64).
+    """
+
+    name: str
+    framework: str
+    variant: str | None
+    distances: dict[str, float]
+    tolerance: float
+    faults: tuple[Fault, ...] = ()
+    distances64: dict[str, float] | None = None
+    note64: str = ""
+    seconds: float = 0.0
+    values: np.ndarray = field(default=None, repr=False, compare=False)  # float32 outputs at SEPARATING
+
+    @property
+    def nearest(self) -> str:
+        """The catalogue key at the smallest float32 distance (the variant when identified)."""
+        return min(self.distances, key=self.distances.get)
+
+    def __str__(self) -> str:
+        what = self.variant if self.variant is not None else f"none of the variants (nearest {self.nearest})"
+        faults = "; ".join(f"{f.name}: {f.detail}" for f in self.faults) or "no known fault seen"
+        return (f"{self.name} [{self.framework}]: {what}, distance {self.distances[self.nearest]:.2g} "
+                f"(tolerance {self.tolerance:.2g}); {faults}")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`identify(a, b)`: both identifications, whether they are the same catalogue variant (`same`: False when
+    either is None), and `difference`, the largest |f_a - f_b| / max(1, |f_a|) on the float32 separating points."""
+
+    a: Identification
+    b: Identification
+    same: bool
+    difference: float
+
+    def __str__(self) -> str:
+        verdict = (f"the same variant ({self.a.variant})" if self.same else
+                   f"different: {self.a.variant} vs {self.b.variant}")
+        return f"{self.a}\n{self.b}\n{verdict}; they differ by up to {self.difference:.2g} on the probe"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A known-fault signature: name, the catalogue keys it applies to (None: all), check(probe) -> detail
+    string when the probe shows it, else None, and `unless`: names of signatures that, when seen first, explain it
+    already."""
+
+    name: str
+    variants: tuple[str, ...] | None
+    check: Callable = field(repr=False)
+    unless: tuple[str, ...] = ()
+
+
+def identify(fn, other=None, *, framework: str | None = None):
+    """Identify the GELU variant (or ReLU, SiLU, any catalogue entry) a callable computes.
+
+    fn, other: elementwise callables of one array argument: a framework function (torch.nn.functional.gelu,
+    jax.nn.gelu, tf.nn.gelu, keras.activations.gelu, functools.partial of one), a layer (torch.nn.GELU("tanh"),
+    a transformers activation module, a Keras layer), or a user's lambda. framework: "torch", "jax",
+    "tensorflow" or "numpy" to force the array type fed to the callables (default: chosen per callable).
+    Returns an Identification, or with `other` a Comparison of the two. Raises TypeError when a callable is not
+    callable or no imported framework can call it, ValueError when it returns another shape, an unknown framework.
+    """
+    if other is not None:
+        a, b = identify(fn, framework=framework), identify(other, framework=framework)
+        ya, yb = a.values, b.values
+        diff = np.abs(ya - yb) / np.maximum(1.0, np.abs(ya))
+        difference = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+        return Comparison(a, b, a.variant is not None and a.variant == b.variant, difference)
+    if not callable(fn):
+        raise TypeError(f"identify: {fn!r} is not callable; expected a function or a layer")
+    start = time.perf_counter()
+    fw = _framework(fn, framework)
+    y = _call(fn, fw, PROBE.astype(np.float32)).astype(np.float64)
+    refs = _references("float32")
+    distances = {key: _distance(y[:_N_SEP], r[:_N_SEP]) for key, r in refs.items()}
+    tol = tolerance()
+    nearest = min(distances, key=distances.get)
+    variant = nearest if distances[nearest] <= tol else None
+    d64, note64 = _float64(fn, fw)
+    faults = ()
+    if variant is not None:
+        probe = _Probe(y, refs[variant], variant, d64)
+        seen = []
+        for s in SIGNATURES:
+            if (s.variants is None or variant in s.variants) and not {f.name for f in seen} & set(s.unless):
+                detail = s.check(probe)
+                if detail is not None:
+                    seen.append(Fault(s.name, detail))
+        faults = tuple(seen)
+    return Identification(_short(fn), fw, variant, distances, tol, faults, d64, note64,
+                          time.perf_counter() - start, y[:_N_SEP])
+
+
+def tolerance() -> float:
+    """TOLERANCE_FRACTION of the smallest float32 distance between two catalogue variants on the separating
+    points (from the references alone)."""
+    refs = _references("float32")
+    keys = list(refs)
+    gaps = [_distance(refs[a][:_N_SEP], refs[b][:_N_SEP]) for i, a in enumerate(keys) for b in keys[i + 1:]]
+    return TOLERANCE_FRACTION * min(gaps) if gaps else math.inf
+
+
+@functools.cache
+def _references(dtype: str) -> dict[str, np.ndarray]:
+    """{catalogue key: correctly rounded reference at PROBE in `dtype`} (mpmath, core.reference), cached."""
+    return {key: reference(key, PROBE, dtype).astype(np.float64) for key in ACTIVATIONS}
+
+
+def _distance(y: np.ndarray, r: np.ndarray) -> float:
+    with np.errstate(invalid="ignore"):
+        e = np.abs(y - r) / np.maximum(1.0, np.abs(r))
+    return float(np.max(np.where(np.isnan(e), np.inf, e)))
+
+
+# --- frameworks: which one a callable belongs to, arrays in and out ---------------------------------------------
+
+# top-level module of a callable -> the framework whose arrays it takes ("keras": its configured backend)
+MODULE_FRAMEWORKS = {"torch": "torch", "transformers": "torch", "jax": "jax", "jaxlib": "jax", "flax": "jax",
+                     "optax": "jax", "tensorflow": "tensorflow", "tf_keras": "tensorflow", "keras": "keras",
+                     "numpy": "numpy", "scipy": "numpy"}
+FRAMEWORKS = ("torch", "jax", "tensorflow", "numpy")
+_TRIAL_ORDER = ("numpy", "torch", "jax", "tensorflow")
+
+
+def _framework(fn, forced: str | None) -> str:
+    if forced is not None:
+        if forced not in FRAMEWORKS:
+            raise ValueError(f"framework={forced!r}; expected one of {list(FRAMEWORKS)}")
+        if forced != "numpy" and forced not in sys.modules:
+            raise TypeError(f"identify: framework={forced!r} is not imported; import it first")
+        return forced
+    torch, keras = sys.modules.get("torch"), sys.modules.get("keras")
+    if torch is not None and isinstance(fn, torch.nn.Module):
+        return "torch"
+    if keras is not None and isinstance(fn, keras.layers.Layer):
+        return _keras_backend()
+    target = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    module = getattr(target, "__module__", None) or type(target).__module__ or ""
+    hint = MODULE_FRAMEWORKS.get(module.split(".")[0])
+    if hint == "keras":
+        return _keras_backend()
+    if hint is not None and (hint == "numpy" or hint in sys.modules):
+        return hint
+    sample = np.array([-1.0, 0.5], np.float32)
+    for name in _TRIAL_ORDER:
+        if name != "numpy" and name not in sys.modules:
+            continue
+        try:
+            y = _raw_call(fn, name, sample)
+        except Exception:  # noqa: BLE001, S112 - a framework whose arrays fn cannot take is simply not this one
+            continue
+        _check_output(fn, y, sample)  # fn ran: a wrong shape or dtype is an error of fn, not of the framework
+        return name
+    tried = [n for n in _TRIAL_ORDER if n == "numpy" or n in sys.modules]
+    raise TypeError(f"identify: {_short(fn)} could not be called on an array of any imported framework "
+                    f"(tried {', '.join(tried)}); import its framework or pass framework=")
+
+
+def _keras_backend() -> str:
+    name = sys.modules["keras"].backend.backend()
+    return name if name in FRAMEWORKS else "numpy"
+
+
+def _native(name: str, a: np.ndarray):
+    if name == "torch":
+        return sys.modules["torch"].from_numpy(a.copy())
+    if name == "jax":
+        return sys.modules["jax"].numpy.asarray(a)
+    if name == "tensorflow":
+        return sys.modules["tensorflow"].constant(a)
+    return a.copy()
+
+
+def _to_numpy(y) -> np.ndarray:
+    if hasattr(y, "detach"):  # torch
+        y = y.detach().cpu()
+    if hasattr(y, "numpy") and not isinstance(y, np.ndarray):  # torch, tensorflow
+        y = y.numpy()
+    return np.asarray(y)
+
+
+def _call(fn, name: str, a: np.ndarray) -> np.ndarray:
+    """fn on `a` as framework `name`'s array; the output as numpy (its dtype kept). Raises ValueError for another
+    shape, TypeError for a non-floating output."""
+    return _check_output(fn, _raw_call(fn, name, a), a)
+
+
+def _raw_call(fn, name: str, a: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            with torch.no_grad():
+                return _to_numpy(fn(_native(name, a)))
+        return _to_numpy(fn(_native(name, a)))
+
+
+def _check_output(fn, y: np.ndarray, a: np.ndarray) -> np.ndarray:
+    if y.shape != a.shape:
+        raise ValueError(f"identify: {_short(fn)} returned shape {y.shape} for an input of shape {a.shape}; "
+                         "expected an elementwise function")
+    if not np.issubdtype(y.dtype, np.floating) and y.dtype.name != "bfloat16":
+        raise TypeError(f"identify: {_short(fn)} returned dtype {y.dtype}; expected a floating dtype")
+    return y
+
+
+def _float64(fn, name: str) -> tuple[dict[str, float] | None, str]:
+    if name == "jax" and not sys.modules["jax"].config.read("jax_enable_x64"):
+        return None, "jax computes float64 only with jax_enable_x64, which identify leaves as the caller set it"
+    try:
+        y = _call(fn, name, SEPARATING.astype(np.float64))
+    except Exception as e:  # noqa: BLE001 - e.g. a module whose parameters are float32
+        return None, f"float64 input failed: {type(e).__name__}: {' '.join(str(e).split())[:120]}"
+    if y.dtype != np.float64:
+        return None, f"float64 input gave dtype {y.dtype}"
+    refs = _references("float64")
+    return {key: _distance(y, r[:_N_SEP]) for key, r in refs.items()}, ""
+
+
+def _short(fn) -> str:
+    text = " ".join(repr(fn).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- known-fault signatures --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """The float32 outputs and the identified variant's reference at PROBE, split by region."""
+
+    y: np.ndarray
+    ref: np.ndarray
+    variant: str
+    distances64: dict | None
+
+    def tail(self):
+        """(x, y, ref, relative error) at the finite probe points left of NEAR_TAIL's upper end where the
+        reference is a normal float32."""
+        sl = slice(0, _N_SEP + _N_TAIL)
+        x, y, r = PROBE[sl], self.y[sl], self.ref[sl]
+        keep = (np.abs(r) >= np.finfo(np.float32).tiny) & (x <= NEAR_TAIL[1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.abs(y[keep] - r[keep]) / np.abs(r[keep])
+        return x[keep], y[keep], r[keep], np.where(np.isnan(rel), np.inf, rel)
+
+    def special(self, value: float) -> tuple[float, float]:
+        i = _N_SEP + _N_TAIL + (0 if value == -np.inf else 1 if value == np.inf else 2)
+        return float(self.y[i]), float(self.ref[i])
+
+
+def _lost(probe: _Probe, lo: float, hi: float) -> str | None:
+    """Where the tail in [lo, hi] is more than LOST off: the first such x (closest to 0), its error, and where the
+    output becomes 0 while the reference is a normal float32."""
+    x, y, r, rel = probe.tail()
+    sel = (x >= lo) & (x <= hi) & (rel > LOST)
+    if not sel.any():
+        return None
+    i = int(np.argmax(np.where(sel, x, -np.inf)))
+    text = f"{rel[i]:.0%} off at x = {x[i]:g}"
+    zero = np.flatnonzero(sel & (y == 0))
+    if zero.size:
+        j = zero[np.argmax(x[zero])]
+        text += f"; 0 from x = {x[j]:g}, where the value is {r[j]:.2g}"
+    return text
+
+
+def _near_tail(probe: _Probe) -> str | None:
+    return _lost(probe, *NEAR_TAIL)
+
+
+def _any_tail(probe: _Probe) -> str | None:
+    return _lost(probe, -np.inf, NEAR_TAIL[1])
+
+
+def _at(value: float) -> Callable:
+    def check(probe: _Probe) -> str | None:
+        got, want = probe.special(value)
+        if got == want or (math.isnan(got) and math.isnan(want)):
+            return None
+        return f"f({value:g}) = {got:g}, the limit is {want:g}"
+
+    return check
+
+
+def _float64_precision(probe: _Probe) -> str | None:
+    if probe.distances64 is None or probe.distances64[probe.variant] <= FLOAT64_GOAL:
+        return None
+    return (f"float64 distance {probe.distances64[probe.variant]:.2g}, float64 resolution 1.1e-16 "
+            "(a constant or an intermediate rounded to float32)")
+
+
+SIGNATURES = (
+    Signature("1+erf cancellation", ("gelu_none",), _near_tail),  # 0.5 x (1 + erf(x / sqrt 2))
+    Signature("1+tanh cancellation", ("gelu_tanh",), _near_tail),  # 0.5 x (1 + tanh u) instead of x sigmoid(2u)
+    Signature("negative tail lost", None, _any_tail,  # subnormal intermediate flushed, exp overflow, ...
+              unless=("1+erf cancellation", "1+tanh cancellation")),
+    Signature("wrong at -inf", None, _at(-np.inf)),  # e.g. NaN from -inf * 0
+    Signature("wrong at +inf", None, _at(np.inf)),
+    Signature("NaN not propagated", None, _at(np.nan)),
+    Signature("float64 imprecise", None, _float64_precision),  # constants or intermediates rounded to float32
+)

@@ -1,0 +1,264 @@
+"""gelulab's activations on native arrays (gelulab.api): dispatch on the array's type, the same kind out, values
+against the correctly rounded mpmath reference, the frameworks' autodiff and compilers, and the TypeError for
+arrays that are not accepted.
+
+References: core.reference (mpmath, correctly rounded) for values and first derivatives; each framework's own
+function, called here directly, for impl="builtin".
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gelulab
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.reference import reference
+
+KEYS = list(ACTIVATIONS)
+X = np.linspace(-8.0, 8.0, 129)  # step 1/8: exact in every dtype used here
+
+
+def native(name, a):
+    """numpy array -> the framework's own array (torch.Tensor, jax.Array, tf.Tensor, numpy copy)."""
+    if name == "torch":
+        import torch
+
+        return torch.from_numpy(a.copy())
+    if name == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(a)
+    if name == "tensorflow":
+        import tensorflow as tf
+
+        return tf.constant(a)
+    return a.copy()
+
+
+def kind(name):
+    """The array type a framework's functions return."""
+    if name == "torch":
+        import torch
+
+        return torch.Tensor
+    if name == "jax":
+        import jax
+
+        return jax.Array
+    if name == "tensorflow":
+        import tensorflow as tf
+
+        return tf.Tensor
+    return np.ndarray
+
+
+def to_numpy(y):
+    y = y.detach().numpy() if hasattr(y, "detach") else y
+    return np.asarray(y.numpy() if hasattr(y, "numpy") and not isinstance(y, np.ndarray) else y)
+
+
+def dtypes(name):
+    """float32 everywhere; float64 where the framework has it without a global setting changed by this test."""
+    if name == "jax":
+        import jax
+
+        return ["float32", "float64"] if jax.config.read("jax_enable_x64") else ["float32"]
+    return ["float32", "float64"]
+
+
+def close(got, key, x, dtype, order=0):
+    want = reference(key, x, dtype, order).astype(np.float64)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-30)
+
+
+def builtin(name, key):
+    """The framework's own function for `key`, written out here (None where it has none)."""
+    if name == "torch":
+        import torch
+        import torch.nn.functional as F
+
+        table = {"relu": F.relu, "gelu_none": lambda x: F.gelu(x, approximate="none"),
+                 "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+                 "gelu_sigmoid": lambda x: x * torch.sigmoid(1.702 * x), "silu": F.silu}
+    elif name == "jax":
+        import jax
+
+        table = {"relu": jax.nn.relu, "gelu_none": lambda x: jax.nn.gelu(x, approximate=False),
+                 "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+                 "gelu_sigmoid": lambda x: x * jax.nn.sigmoid(1.702 * x), "silu": jax.nn.silu}
+    elif name == "tensorflow":
+        import tensorflow as tf
+
+        table = {"relu": tf.nn.relu, "gelu_none": lambda x: tf.nn.gelu(x, approximate=False),
+                 "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
+                 "gelu_sigmoid": lambda x: x * tf.math.sigmoid(1.702 * x), "silu": tf.nn.silu}
+    else:
+        return None
+    return table.get(key)
+
+
+# --- values, kind, dtype ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_same_kind_dtype_shape_and_reference_values(backend_name, key):
+    for dtype in dtypes(backend_name):
+        a = X.astype(dtype).reshape(3, 43)
+        y = gelulab.apply(key, native(backend_name, a))
+        assert isinstance(y, kind(backend_name))
+        out = to_numpy(y)
+        assert out.dtype == np.dtype(dtype) and out.shape == (3, 43)
+        close(out.ravel(), key, X.astype(dtype), dtype)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_builtin_impl_is_the_framework_function(backend_name, key):
+    fn = builtin(backend_name, key)
+    if fn is None:
+        pytest.skip(f"{backend_name} has no builtin for {key} written in this test")
+    x = native(backend_name, X.astype(np.float32))
+    np.testing.assert_array_equal(to_numpy(gelulab.apply(key, x, impl="builtin")), to_numpy(fn(x)))
+
+
+def test_named_functions_match_apply(backend_name):
+    x = native(backend_name, X.astype(np.float32))
+    for mode in ("none", "tanh", "sigmoid"):
+        np.testing.assert_array_equal(to_numpy(gelulab.gelu(x, approximate=mode)),
+                                      to_numpy(gelulab.apply(f"gelu_{mode}", x)))
+    close(to_numpy(gelulab.relu(x)), "relu", X.astype(np.float32), "float32")
+    close(to_numpy(gelulab.activation("gelu_tanh")(x)), "gelu_tanh", X.astype(np.float32), "float32")
+
+
+def test_silu_follows_the_catalogue(backend_name):
+    x = native(backend_name, X.astype(np.float32))
+    if "silu" in ACTIVATIONS:
+        close(to_numpy(gelulab.silu(x)), "silu", X.astype(np.float32), "float32")
+    else:
+        with pytest.raises(ValueError, match="silu"):
+            gelulab.silu(x)
+
+
+def test_tf_variable_gives_a_tensor():
+    tf = pytest.importorskip("tensorflow")
+    v = tf.Variable(X.astype(np.float32))
+    y = gelulab.gelu(v, approximate="tanh")
+    assert isinstance(y, tf.Tensor) and not isinstance(y, tf.Variable)
+    close(y.numpy(), "gelu_tanh", X.astype(np.float32), "float32")
+
+
+# --- autodiff and compilers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_gradient_through_the_framework(backend_name, key):
+    x32 = X.astype(np.float32)
+    if backend_name == "torch":
+        import torch
+
+        x = torch.from_numpy(x32.copy()).requires_grad_(True)
+        gelulab.apply(key, x).sum().backward()
+        grad = x.grad.numpy()
+    elif backend_name == "jax":
+        import jax
+
+        grad = np.asarray(jax.vmap(jax.grad(lambda t: gelulab.apply(key, t)))(x32))  # tracers under vmap and grad
+    elif backend_name == "tensorflow":
+        import tensorflow as tf
+
+        v = tf.Variable(x32)
+        with tf.GradientTape() as tape:
+            y = gelulab.apply(key, v)
+        grad = tape.gradient(y, v).numpy()
+    else:
+        pytest.skip("numpy has no autodiff")
+    close(grad, key, x32, "float32", order=1)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_jax_jit(key):
+    jax = pytest.importorskip("jax")
+    x = X.astype(np.float32)
+    f = jax.jit(lambda t: gelulab.apply(key, t))
+    close(np.asarray(f(x)), key, x, "float32")
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(gelulab.apply(key, jax.numpy.asarray(x))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS)
+def test_torch_compile_fullgraph(key):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(X.astype(np.float32))
+    f = torch.compile(lambda t: gelulab.apply(key, t), fullgraph=True, dynamic=False)
+    close(f(x).numpy(), key, X.astype(np.float32), "float32")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS)
+def test_tf_function_jit_compile(key):
+    tf = pytest.importorskip("tensorflow")
+    x = tf.constant(X.astype(np.float32))
+    f = tf.function(lambda t: gelulab.apply(key, t), jit_compile=True)
+    close(f(x).numpy(), key, X.astype(np.float32), "float32")
+
+
+# --- refused input ----------------------------------------------------------------------------------------------
+
+
+def _bad_arrays(name):
+    if name == "torch":
+        import torch
+
+        return [(torch.arange(3), "int64"), (torch.tensor([True]), "bool"), (torch.tensor([1j]), "complex64")]
+    if name == "jax":
+        import jax.numpy as jnp
+
+        return [(jnp.arange(3, dtype=jnp.int32), "int32"), (jnp.array([True]), "bool"),
+                (jnp.array([1j], dtype=jnp.complex64), "complex64")]
+    if name == "tensorflow":
+        import tensorflow as tf
+
+        return [(tf.constant([1, 2]), "int32"), (tf.constant([True]), "bool"), (tf.constant([1j]), "complex128")]
+    return [(np.arange(3), "int64"), (np.array([True]), "bool"), (np.array([1j]), "complex128")]
+
+
+def test_integer_bool_complex_raise_typeerror(backend_name):
+    for x, dtype in _bad_arrays(backend_name):
+        for call in (gelulab.gelu, gelulab.relu, lambda t: gelulab.apply("gelu_tanh", t)):
+            with pytest.raises(TypeError, match=rf"of dtype {dtype}; expected a floating dtype.*float32"):
+                call(x)
+
+
+@pytest.mark.parametrize("value", [[1.0, 2.0], 1.0, "x", None, (1.0,)])
+def test_unknown_types_raise_typeerror_naming_the_accepted_ones(value):
+    with pytest.raises(TypeError, match=rf"got a {type(value).__name__}; expected a torch\.Tensor, a jax\.Array, "
+                                        r"a tf\.Tensor or tf\.Variable, or a numpy\.ndarray"):
+        gelulab.gelu(value)
+
+
+@pytest.mark.parametrize("approximate", [True, False, None, "exact"])
+def test_approximate_must_be_an_explicit_mode(approximate):
+    with pytest.raises(ValueError, match="approximate="):
+        gelulab.gelu(np.ones(2), approximate=approximate)
+
+
+def test_unknown_impl_and_key():
+    with pytest.raises(ValueError, match="impl='fast'"):
+        gelulab.relu(np.ones(2), impl="fast")
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        gelulab.activation("swish")
+
+
+def test_no_framework_is_imported_that_the_caller_did_not_import():
+    code = ("import sys, numpy as np, gelulab, gelulab.layers\n"
+            "y = gelulab.gelu(np.linspace(-3, 3, 7), approximate='tanh')\n"
+            "assert isinstance(y, np.ndarray) and y.dtype == np.float64\n"
+            "r = gelulab.identify(lambda x: x / (1 + np.exp(-1.702 * x)))\n"
+            "assert r.variant == 'gelu_sigmoid', r\n"
+            "print(sorted({'torch', 'jax', 'tensorflow', 'keras', 'flax'} & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

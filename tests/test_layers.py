@@ -1,0 +1,293 @@
+"""gelulab's layers in each framework's own models: torch nn.Modules (train, state_dict save/load, torch.compile),
+Keras layers (fit, model.save / keras.models.load_model, also in a fresh process), flax.linen modules and the
+functions in a flax.nnx model (train under jax.jit); and the README's three-line blocks, run as written.
+
+References: core.reference (mpmath) for the layers' values; the frameworks' own layers (torch.nn.GELU's repr and
+values). Training: a 4 -> 16 -> 1 MLP fitting y = sin(x1 + x2 + x3 + x4) on 64 fixed points, float32 (jax float64
+needs jax_enable_x64), Adam lr 1e-2; "trains" means the loss after 30 steps is below 0.8 of the first.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import readme_blocks
+
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.reference import reference
+
+KEYS = list(ACTIVATIONS)
+RNG = np.random.default_rng(0)
+XS = RNG.normal(size=(64, 4)).astype(np.float32)
+YS = np.sin(XS.sum(axis=1, keepdims=True)).astype(np.float32)
+GRID = np.linspace(-6.0, 6.0, 97).astype(np.float32)
+STEPS = 30
+
+
+def assert_trains(losses):
+    assert losses[-1] < 0.8 * losses[0], f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+
+
+# --- torch -------------------------------------------------------------------------------------------------------
+
+
+def torch_mlp(activation):
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 16), activation, torch.nn.Linear(16, 1))
+
+
+def train_torch(model):
+    import torch
+
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.from_numpy(XS), torch.from_numpy(YS)
+    losses = []
+    for _ in range(STEPS):
+        loss = torch.mean((model(x) - y) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def torch_round_trip(model, factory, tmp_path):
+    import torch
+
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    again = factory()
+    again.load_state_dict(torch.load(path))
+    x = torch.from_numpy(XS)
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), model(x), rtol=0, atol=0)
+    return again
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_torch_layer_trains_and_survives_state_dict(key, tmp_path):
+    pytest.importorskip("torch")
+    from gelulab.layers.torch import layer_for
+
+    model = torch_mlp(layer_for(key))
+    assert_trains(train_torch(model))
+    assert [k for k in model.state_dict() if k.startswith("1.")] == []  # the activation holds no state
+    torch_round_trip(model, lambda: torch_mlp(layer_for(key)), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS)
+def test_torch_compile_of_the_model_gives_the_same_outputs(key):
+    torch = pytest.importorskip("torch")
+    from gelulab.layers.torch import layer_for
+
+    model = torch_mlp(layer_for(key))
+    train_torch(model)
+    x = torch.from_numpy(XS)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, fullgraph=True)(x), model(x), rtol=1e-6, atol=1e-7)
+
+
+def test_torch_gelu_is_a_drop_in_for_torch_nn_gelu():
+    torch = pytest.importorskip("torch")
+    from gelulab.layers.torch import GELU, ReLU
+
+    for mode in ("none", "tanh"):
+        ours, theirs = GELU(approximate=mode), torch.nn.GELU(approximate=mode)
+        assert repr(ours) == repr(theirs)[:-1] + ", impl='formula')"
+        x = torch.from_numpy(GRID)
+        np.testing.assert_allclose(ours(x).numpy(), reference(f"gelu_{mode}", GRID, "float32"), rtol=1e-6, atol=0)
+        np.testing.assert_array_equal(GELU(approximate=mode, impl="builtin")(x).numpy(), theirs(x).numpy())
+    assert repr(ReLU(inplace=True)) == "ReLU(impl='formula', inplace=True)"
+    x = torch.from_numpy(GRID.copy())
+    out = ReLU(inplace=True)(x)
+    assert out.data_ptr() == x.data_ptr() and float(x.min()) == 0.0  # in place, as torch.nn.ReLU(inplace=True)
+    for bad in (True, None, "exact"):
+        with pytest.raises(ValueError, match="approximate="):
+            GELU(approximate=bad)
+    with pytest.raises(ValueError, match="impl="):
+        GELU(impl="fast")
+
+
+def test_readme_torch_block(tmp_path):
+    pytest.importorskip("torch")
+    from gelulab.layers.torch import GELU
+
+    model = readme_blocks.run("PyTorch")["model"]
+    assert isinstance(model[1], GELU) and model[1].approximate == "tanh"
+    assert_trains(train_torch(model))
+    torch_round_trip(model, lambda: readme_blocks.run("PyTorch")["model"], tmp_path)
+
+
+# --- Keras -------------------------------------------------------------------------------------------------------
+
+
+def keras_mlp(activation):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16), activation, keras.layers.Dense(1)])
+    return model
+
+
+def train_keras(model):
+    import keras
+
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+    return model.fit(XS, YS, batch_size=64, epochs=STEPS, verbose=0, shuffle=False).history["loss"]
+
+
+def keras_round_trip(model, tmp_path):
+    import keras
+
+    path = tmp_path / "model.keras"
+    model.save(path)
+    again = keras.models.load_model(path)  # no custom_objects
+    np.testing.assert_array_equal(np.asarray(again.predict(XS, verbose=0)), np.asarray(model.predict(XS, verbose=0)))
+    return path
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_keras_layer_trains_and_survives_save_and_load(key, tmp_path):
+    pytest.importorskip("keras")
+    from gelulab.layers.keras import layer_for
+
+    model = keras_mlp(layer_for(key))
+    assert_trains(train_keras(model))
+    keras_round_trip(model, tmp_path)
+
+
+def test_keras_layer_as_activation_argument_round_trips(tmp_path):
+    keras = pytest.importorskip("keras")
+    from gelulab.layers.keras import GELU
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation=GELU(approximate="sigmoid")),
+                              keras.layers.Dense(1)])
+    assert_trains(train_keras(model))
+    keras_round_trip(model, tmp_path)
+    config = GELU(approximate="tanh", impl="builtin", name="g").get_config()
+    assert (config["approximate"], config["impl"], config["name"]) == ("tanh", "builtin", "g")
+    x = GRID.reshape(1, -1)
+    np.testing.assert_allclose(np.asarray(GELU(approximate="tanh")(x)).ravel(),
+                               reference("gelu_tanh", GRID, "float32"), rtol=1e-6, atol=0)
+    with pytest.raises(ValueError, match="approximate="):
+        GELU(approximate=True)
+
+
+_LOAD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import keras
+    {extra}
+    model = keras.models.load_model(sys.argv[1])
+    np.save(sys.argv[2], np.asarray(model.predict(np.load(sys.argv[3]), verbose=0)))
+""")
+
+
+@pytest.mark.slow
+def test_keras_model_loads_in_a_fresh_process_that_imports_the_layers(tmp_path):
+    pytest.importorskip("keras")
+    from gelulab.layers.keras import GELU
+
+    model = keras_mlp(GELU(approximate="tanh"))
+    train_keras(model)
+    path = keras_round_trip(model, tmp_path)
+    np.save(tmp_path / "x.npy", XS)
+    args = [str(path), str(tmp_path / "y.npy"), str(tmp_path / "x.npy")]
+    ok = subprocess.run([sys.executable, "-c", _LOAD.format(extra="import gelulab.layers.keras"), *args],
+                        check=False, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(model.predict(XS, verbose=0)))
+    # as documented: without the import Keras cannot find the class (it imports only its own packages' modules)
+    bare = subprocess.run([sys.executable, "-c", _LOAD.format(extra=""), *args], check=False, capture_output=True,
+                          text=True, timeout=600)
+    assert bare.returncode != 0 and "GELU" in bare.stderr
+
+
+def test_readme_keras_block(tmp_path):
+    pytest.importorskip("keras")
+    from gelulab.layers.keras import GELU
+
+    model = readme_blocks.run("Keras")["model"]
+    assert isinstance(model.layers[1], GELU) and model.layers[1].approximate == "tanh"
+    assert_trains(train_keras(model))
+    keras_round_trip(model, tmp_path)
+
+
+# --- Flax --------------------------------------------------------------------------------------------------------
+
+
+def train_linen(model):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    params = model.init(jax.random.PRNGKey(0), XS)
+    opt = optax.adam(1e-2)
+    state = opt.init(params)
+
+    @jax.jit
+    def step(params, state):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean((model.apply(p, XS) - YS) ** 2))(params)
+        updates, state = opt.update(grads, state)
+        return optax.apply_updates(params, updates), state, loss
+
+    losses = []
+    for _ in range(STEPS):
+        params, state, loss = step(params, state)
+        losses.append(float(loss))
+    return losses
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_flax_linen_layer_trains_under_jit(key):
+    pytest.importorskip("flax")
+    import flax.linen as nn
+
+    from gelulab.layers.flax import Activation
+
+    assert_trains(train_linen(nn.Sequential([nn.Dense(16), Activation(key), nn.Dense(1)])))
+
+
+def test_flax_named_layers():
+    pytest.importorskip("flax")
+    import jax.numpy as jnp
+
+    from gelulab.layers.flax import GELU, ReLU
+
+    x = jnp.asarray(GRID)
+    np.testing.assert_allclose(np.asarray(GELU(approximate="sigmoid").apply({}, x)),
+                               reference("gelu_sigmoid", GRID, "float32"), rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(np.asarray(ReLU().apply({}, x)), reference("relu", GRID, "float32"))
+    with pytest.raises(ValueError, match="approximate="):
+        GELU(approximate=True)
+
+
+def test_readme_flax_blocks():
+    pytest.importorskip("flax")
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    from gelulab.layers.flax import GELU
+
+    model = readme_blocks.run("Flax")["model"]
+    assert isinstance(model.layers[1], GELU)
+    assert_trains(train_linen(model))
+
+    model = readme_blocks.run("Flax nnx")["model"]  # gelulab.gelu called inside an nnx model
+    opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(model, opt):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(XS) - YS) ** 2))(model)
+        opt.update(model, grads)
+        return loss
+
+    assert_trains([float(step(model, opt)) for _ in range(STEPS)])
