@@ -140,13 +140,15 @@ def apply(key: str, x, impl: str = "formula"):
 def _apply(key, x, impl, what):
     act = get_activation(key)
     check_impl(impl)
-    module = backend_module(framework_of(x, what))
+    name = framework_of(x, what)
+    module = backend_module(name)
     if impl == "builtin":
         fn = module.builtin(act)
         if fn is None:
-            raise ValueError(f"backend {module.NAME!r} has no builtin for {key!r}; use impl='formula'")
+            raise ValueError(f"backend {name!r} has no builtin for {key!r}; use impl='formula'")
         return fn(x)
-    return act.formula(module, x)
+    with module.formula_scope():  # JAX: float64 intermediates without touching the global x64 flag
+        return act.formula(module, x)
 
 
 def activation(key: str, impl: str = "formula"):
