@@ -22,9 +22,10 @@ except (ValueError, BackendUnavailable) as e:
     raise pytest.UsageError(f"GELULAB_BACKEND: {e}") from e
 
 # The suite runs under the settings of the command line and the experiments (one thread per framework, JAX x64,
-# no TF32), applied to each backend when it first loads, before its runtime starts. Importing gelulab and its
-# activation API change none of them (tests/test_side_effects.py checks that in a fresh process).
-reproducible(threads=config.threads())
+# no TF32), applied now to every selected backend, before any test can start a framework's runtime by itself
+# (tests call jax.nn.gelu or tf.nn.gelu directly too). Importing gelulab and its activation API change none of
+# them (tests/test_side_effects.py checks that in a fresh process).
+reproducible(threads=config.threads(), backends=SELECTED)
 
 # torch's backend before tensorflow's, whatever order GELULAB_BACKEND names them in: importing TF first can crash
 # torch's import (Keras' backend/__init__.py imports torch first for the same reason). Only backends import
