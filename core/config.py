@@ -2,8 +2,10 @@
 
 GELULAB_BACKEND  one backend name or a comma-separated list; unset or empty means every installed backend.
 GELULAB_DEVICE   "cpu" (default), "gpu" or "tpu".
-GELULAB_THREADS  threads per framework (intra-op), default 1: measured here, 2-thread torch training ran 4x slower
-                 when another process was busy, 1-thread runs were unaffected (DEVELOPERS.md).
+GELULAB_THREADS  threads per framework (intra-op), default 1, at most max_threads() = 4 x the CPU count: measured
+                 here, 2-thread torch training ran 4x slower when another process was busy, 1-thread runs were
+                 unaffected; far more threads than cores only add contention (100000 made a framework's thread pool
+                 fail with MemoryError).
 """
 from __future__ import annotations
 
@@ -48,8 +50,17 @@ def device() -> str:
     return d
 
 
+THREADS_PER_CPU = 4  # the most threads per CPU core GELULAB_THREADS may ask for
+
+
+def max_threads() -> int:
+    """The largest GELULAB_THREADS accepted: THREADS_PER_CPU x os.cpu_count() (1 CPU when it is unknown)."""
+    return THREADS_PER_CPU * (os.cpu_count() or 1)
+
+
 def threads() -> int:
-    """Intra-op thread count from GELULAB_THREADS (default 1); raises ValueError unless a positive integer."""
+    """Intra-op thread count from GELULAB_THREADS (default 1). Raises ValueError naming the value unless it is an
+    integer from 1 to max_threads()."""
     raw = os.environ.get("GELULAB_THREADS", "1")
     try:
         n = int(raw)
@@ -57,4 +68,7 @@ def threads() -> int:
         n = 0
     if n < 1:
         raise ValueError(f"GELULAB_THREADS={raw!r}; expected a positive integer")
+    if n > max_threads():
+        raise ValueError(f"GELULAB_THREADS={raw!r}; expected at most {max_threads()} ({THREADS_PER_CPU} per CPU "
+                         f"core, {os.cpu_count() or 1} cores here)")
     return n
