@@ -165,7 +165,7 @@ def _dispatch(args) -> int:
         return int(module.run(args) or 0)
     except Interrupted as e:
         print(f"{name}: {e}", file=sys.stderr)
-        return 128 + int(received["signum"])
+        return 128 + int(e.signum if e.signum != signal.SIGINT else received["signum"])
     except KeyboardInterrupt:
         out = getattr(args, "out", None)
         kept = f"finished results are kept in {out}" if out else "nothing was being written"

@@ -67,14 +67,17 @@ def check_writable(path: str | os.PathLike, option: str = "--out") -> Path:
         raise OutputUnwritable(f"{option} {p}: {what}")
     try:
         for folder in reversed(missing):
-            folder.mkdir()
+            try:
+                folder.mkdir()
+            except OSError as e:
+                raise OutputUnwritable(f"{option} {p}: cannot create {folder} ({_reason(e)})") from e
             created.append(folder)
-        fd, tmp = tempfile.mkstemp(dir=p, prefix=".gelulab-write-check-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as e:
-        where = e.filename or p
-        raise OutputUnwritable(f"{option} {p}: cannot write in {where} ({_reason(e)})") from e
+        try:
+            fd, tmp = tempfile.mkstemp(dir=p, prefix=".gelulab-write-check-")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise OutputUnwritable(f"{option} {p}: cannot write in {p} ({_reason(e)})") from e
     finally:
         for folder in reversed(created):
             with contextlib.suppress(OSError):
@@ -121,8 +124,8 @@ def set_aside(path: str | os.PathLike, why: str) -> Path:
 # to cuInit` of a CUDA probe on a machine without a GPU driver, and jax's notice that it runs on the CPU.
 NOISE_PATTERN = (
     r"^(?:WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
-    r"|[IW]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./+-]+:\d+\] "
-    r"|E\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./+-]+:\d+\] failed call to cuInit"
+    r"|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] "
+    r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] failed call to cuInit"
     r"|An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed)"
 )
 
