@@ -6,10 +6,6 @@ is x * tf.sigmoid(1.702 * x).
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 import numpy as np
 import tensorflow as tf
 

@@ -23,10 +23,13 @@ API for the main job:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
@@ -287,7 +290,33 @@ def _worker(backend_name, cfg_dict, out_dir, groups, queue):
     try:
         return train_groups(backend_name, cfg_dict, out_dir, groups, _queue_report(queue))
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (terminal and main process) is moot
         return None
+
+
+@contextlib.contextmanager
+def _interrupts_reach_workers():
+    """While training in worker processes: SIGINT or SIGTERM to the main process is passed on to the workers as
+    SIGINT (each stops after its current group; its finished groups are on disk) before KeyboardInterrupt is
+    raised here, so `kill -INT <pid>` stops the study as promptly as Ctrl-C in a terminal, which signals all."""
+    import multiprocessing as mp
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum, frame):
+        for child in mp.active_children():
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGINT)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, jobs: int,
@@ -394,7 +423,8 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a positive integer")
     t0 = time.perf_counter()
-    session = _execute(config, out_dir, todo, totals, done_counts, jobs, progress) if todo else {}
+    with _interrupts_reach_workers() if jobs > 1 else contextlib.nullcontext():
+        session = _execute(config, out_dir, todo, totals, done_counts, jobs, progress) if todo else {}
     if any(v is None for v in session.values()):
         raise KeyboardInterrupt("a worker process was interrupted")  # its finished runs are on disk
     wall = time.perf_counter() - t0

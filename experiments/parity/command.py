@@ -114,25 +114,32 @@ def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES)
     versions = {b.name: store.backend_versions(b) for b in backends}
     rows, raw = [], {}
     log = {"measured": 0, "reused": 0, "stale": [], "damaged": []}
-    for g in tqdm(gs, desc="parity", unit="group", disable=not progress):
-        status, actual, exc = "missing", None, None
-        if out is not None:
-            key = store.group_key(versions[g.backend], g, REGIONS)
-            status, actual, exc, detail = store.load(out, g, key, REGIONS)
-            if status in ("stale", "damaged"):
-                log[status].append(detail)
-                if status == "damaged":
-                    print(f"gelulab parity: {detail}; measuring its group again", file=sys.stderr)
-        if status == "ok":
-            log["reused"] += 1
-        else:
-            actual, exc = measure(by_name[g.backend], g)
-            log["measured"] += 1
-            if out is not None:
-                store.save(out, g, key, actual, exc)
-        raw[g] = results(g, actual, exc)
-        rows += _rows(g, raw[g])
+    with tqdm(gs, desc="parity", unit="group", disable=not progress) as bar:  # closed (a newline) on Ctrl-C
+        for g in bar:
+            _collect_group(g, by_name, versions, out, log, rows, raw)
     return rows, raw, log
+
+
+def _collect_group(g, by_name, versions, out, log, rows, raw) -> None:
+    """Read (when stored with the current key) or measure and store one group; append its rows to `rows` and its
+    CellResults to `raw`, and count what happened in `log`."""
+    status, actual, exc, key = "missing", None, None, None
+    if out is not None:
+        key = store.group_key(versions[g.backend], g, REGIONS)
+        status, actual, exc, detail = store.load(out, g, key, REGIONS)
+        if status in ("stale", "damaged"):
+            log[status].append(detail)
+            if status == "damaged":
+                print(f"gelulab parity: {detail}; measuring its group again", file=sys.stderr)
+    if status == "ok":
+        log["reused"] += 1
+    else:
+        actual, exc = measure(by_name[g.backend], g)
+        log["measured"] += 1
+        if out is not None:
+            store.save(out, g, key, actual, exc)
+    raw[g] = results(g, actual, exc)
+    rows += _rows(g, raw[g])
 
 
 def stored_summary(out: Path) -> str:

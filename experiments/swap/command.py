@@ -280,7 +280,17 @@ def _run(args, names, swaps, tuned, pairs, pre, out, plan, stored, encode_key, t
     if tuned:
         report["train_eval_overlap"] = overlap  # generated sentences that are also evaluation sentences
     used, stored_versions = [], {}
-    bar = tqdm(total=len(plan), desc="swap", unit="model")
+    with tqdm(total=len(plan), desc="swap", unit="model") as bar:  # closed (a newline) on Ctrl-C too
+        _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_key, sentences, index, train,
+                      report, used, stored_versions, bar)
+    report.setdefault("environment", environment(used))
+    _write(out, report)
+    return report
+
+
+def _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_key, sentences, index, train,
+                  report, used, stored_versions, bar) -> None:
+    """Each backend's results: the stored ones read, the missing ones computed and stored as they finish."""
     for name in names:
         mine = [p for p in plan if p[0] == name]
         rows = {}
@@ -332,10 +342,6 @@ def _run(args, names, swaps, tuned, pairs, pre, out, plan, stored, encode_key, t
         report["environment"] = environment(used)
         report["environment"]["frameworks"] = {**stored_versions, **report["environment"]["frameworks"]}
         _write(out, report)  # after every backend: the report so far
-    bar.close()
-    report.setdefault("environment", environment(used))
-    _write(out, report)
-    return report
 
 
 def _markdown(report: dict) -> str:
