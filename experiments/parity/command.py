@@ -162,8 +162,9 @@ def _counts(rows) -> dict:
 
 def counts_sentence(data: dict) -> str:
     """One sentence: cells, flagged cells, and how they split (upstream / unreported / gelulab's own / new)."""
-    return (f"{len(data['cells'])} cells ({', '.join(data['modes'])}; derivative orders "
-            f"{', '.join(map(str, data['orders']))}), {data['n_flagged']} beyond tolerance: {data['n_upstream']} "
+    orders = data["orders"]
+    return (f"{len(data['cells'])} cells ({', '.join(data['modes'])}; derivative order{'s' * (len(orders) > 1)} "
+            f"{', '.join(map(str, orders))}), {data['n_flagged']} beyond tolerance: {data['n_upstream']} "
             f"upstream faults with a report, {data['n_unreported']} known faults not reported upstream, "
             f"{data['n_own']} of gelulab's own float64 formula, {data['n_new']} new (no known fault).")
 
