@@ -295,3 +295,43 @@ def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeyp
     assert cli.main([*argv, "--impl", "builtin", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "impl: stored 'formula', now 'builtin'" in err
+
+
+# ------------------------------------------------------------------------------------------------------ bench
+
+
+def test_bench_writes_cells_after_each_backend_and_on_ctrl_c(tmp_path, monkeypatch, capsys):
+    from gelulab.benchmarks import activations as bench
+
+    real, calls = bench.run_group, []
+
+    def failing(backend, *a):
+        calls.append(backend.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(backend, *a)
+
+    monkeypatch.setattr(bench, "run_group", failing)
+    argv = ["bench", "--quick", "--backend", "numpy", "--no-train-step", "--no-plots", "--copy-mib", "8"]
+    assert cli.main([*argv, "--out", str(tmp_path / "b")]) == 130
+    last = capsys.readouterr().err.splitlines()[-1]
+    result = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert result["partial"] and result["interrupted"] and len(result["cells"]) >= 1
+    assert last == (f"gelulab bench: interrupted; the {len(result['cells'])} cells measured are in "
+                    f"{tmp_path / 'b' / 'bench.json'} (marked partial); bench does not resume: the same command "
+                    "measures every cell again, so that all cells of one result share the machine's state")
+
+    # a crash in a later backend keeps the cells of the backends before it (written after each backend)
+    if "jax" not in SELECTED:
+        return
+
+    def crash(backend, *a):
+        if backend.name == "jax":
+            raise RuntimeError("simulated crash")
+        return real(backend, *a)
+
+    monkeypatch.setattr(bench, "run_group", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        bench.run(cli.build_parser().parse_args([*argv[:3], "numpy,jax", *argv[4:], "--out", str(tmp_path / "c")]))
+    kept = json.loads((tmp_path / "c" / "bench.json").read_text())
+    assert kept["partial"] and {c["backend"] for c in kept["cells"]} == {"numpy"} and kept["cells"]
