@@ -24,11 +24,10 @@ import numpy as np
 import pytest
 from conftest import SELECTED
 
+import gelulab
 from gelulab import cli
 from gelulab.backends import get_backend
 from gelulab.core import config, output, provenance
-
-import gelulab
 
 ROOT = Path(__file__).resolve().parents[1]
 # subprocesses import the same gelulab as this test session (the folder holding it first on their path)
@@ -208,7 +207,7 @@ def test_relu_of_integer_input_is_a_type_error_naming_the_dtype(backend, dtype):
 
 # -------------------------------------------------------------------------------------- framework log noise
 
-NOISE = re.compile(output.NOISE_PATTERN, re.M)
+NOISE = re.compile(output.NOISE_PATTERN, re.MULTILINE)
 
 
 def test_noise_filter_drops_only_the_known_lines():

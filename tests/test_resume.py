@@ -179,7 +179,7 @@ PARITY = ["parity", "--backend", "numpy", "--dtype", "float32,float16", "--order
 
 def _cells(out: Path) -> list:
     rows = json.loads((out / "parity.json").read_text())["cells"]
-    return sorted((json.dumps(r, sort_keys=True) for r in rows))
+    return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
 def test_parity_sigint_keeps_measured_groups_and_resumes(tmp_path):

@@ -68,7 +68,7 @@ def test_paired_effect_sizes_against_r_and_the_definitions():
 
 def test_bootstrap_interval_of_a_bounded_metric_stays_in_range():
     diffs = [0.0, 1 / 300, -1 / 300, 2 / 300, 1 / 300]  # accuracy differences of five seeds
-    lo, hi, method = stats.bootstrap_mean_ci(diffs)
+    lo, hi, _ = stats.bootstrap_mean_ci(diffs)
     assert min(diffs) <= lo <= np.mean(diffs) <= hi <= max(diffs)
     assert stats.bootstrap_mean_ci([0.01, 0.01, 0.01])[:2] == (0.01, 0.01)
     assert stats.bootstrap_mean_ci([0.02, 0.03]) == stats.bootstrap_mean_ci([0.02, 0.03])  # reproducible

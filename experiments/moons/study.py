@@ -41,6 +41,7 @@ from gelulab.backends import BackendUnavailable, get_backend, installed_backends
 from gelulab.core import config as gconfig
 from gelulab.core.output import Interrupted, check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
+from gelulab.core.report import atomic_write_text, environment, write_json
 from gelulab.experiments.moons.config import (
     ARMS,
     REGIMES,
@@ -53,7 +54,6 @@ from gelulab.experiments.moons.config import (
 )
 from gelulab.experiments.moons.plots import write_plots
 from gelulab.experiments.moons.report import analyse, markdown
-from gelulab.core.report import atomic_write_text, environment, write_json
 
 __all__ = ["NO_AUTODIFF", "MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
 

@@ -167,7 +167,7 @@ def read_json(path: str | Path) -> dict:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(data).__name__}")
+        raise ValueError(f"{path}: expected a JSON object, got a {type(data).__name__}")  # noqa: TRY004 - bad input
     return data
 
 

@@ -48,7 +48,7 @@ def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tup
     try:
         rec = json.loads(path.read_text())
         if not isinstance(rec, dict) or not isinstance(rec.get("key"), dict):
-            raise ValueError("not a swap result")
+            raise ValueError("not a swap result")  # noqa: TRY004 - a damaged file, set aside below
         norm = json.loads(json.dumps(key))
         diff = sorted(k for k in set(norm) | set(rec["key"]) if norm.get(k) != rec["key"].get(k))
         if diff:
@@ -61,7 +61,7 @@ def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tup
         if stage == "fine-tuned" and not isinstance(rec.get("finetune"), dict):
             raise ValueError("its fine-tune record is missing")
         if not isinstance(rec.get("versions"), dict):
-            raise ValueError("it has no version record")
+            raise ValueError("it has no version record")  # noqa: TRY004 - a damaged file, set aside below
     except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         moved = set_aside(path, "damaged")
         return "damaged", None, f"{path} ({e}); kept as {moved.name}"
