@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 KINDS = {
     "upstream": "upstream fault, reported (link)",
     "unreported": "known, not reported upstream",

@@ -18,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shells' convention for a command stopped by Ctrl-C
 
 
 class OutputUnwritable(ValueError):
@@ -34,7 +33,7 @@ class Interrupted(Exception):
     """A command stopped by Ctrl-C or SIGTERM after keeping its finished results; str() is the one line to print
     (what was kept, and that the same command resumes). `signum`: the signal (signal.SIGINT by default)."""
 
-    def __init__(self, message: str, signum: int = 2):
+    def __init__(self, message: str, signum: int = signal.SIGINT):
         super().__init__(message)
         self.signum = signum
 

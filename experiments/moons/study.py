@@ -309,9 +309,12 @@ def _interrupts_reach_workers():
         for child in mp.active_children():
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signal.SIGINT)
+        if callable(previous[signum]):
+            previous[signum](signum, frame)  # Python's Ctrl-C handler, or the command line's SIGTERM handler
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {}
+    previous.update({s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)})
     try:
         yield
     finally:
