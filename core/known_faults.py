@@ -5,6 +5,10 @@ Measured on CPU with torch 2.13.0, jax 0.10.2 and tensorflow 2.21.0 (constraints
 entry is one mechanism (reason, upstream link) applied to the cells where it shows: backend x activation x
 misses its float64 goal. When a framework is upgraded, rerun `gelulab parity`: cells that
 pass now are reported XPASS by the tests and their entries are deleted here.
+
+Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault with an upstream report, linked),
+"unreported" (known here, no upstream report found) or "gelulab" (gelulab's own formula). `gelulab parity` splits
+its flagged cells by kind, and a flagged cell that matches no entry is NEW (`--fail-on-new` exits 1).
 """
 from __future__ import annotations
 
