@@ -88,8 +88,7 @@ def _normalised(d: dict) -> dict:
 
 
 RUN_METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc")
-_RUN_FIELDS = ("backend", "regime", "dtype", "arm", "seed", "metrics", "curves", "recipe", "timing", "versions",
-               "key_versions")
+_RUN_FIELDS = ("backend", "regime", "dtype", "arm", "seed", "metrics", "curves", "recipe", "timing", "versions")
 
 
 def run_versions(backend_versions: dict) -> dict:
@@ -154,13 +153,13 @@ def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, st
     if not isinstance(rec["versions"], dict) or not isinstance(rec["recipe"], str):
         return None, "damaged", "versions or recipe malformed"
     rec = {**rec, "metrics": values, "curves": parsed}
-    if ident[4] == cfg.plot_seed and ident[2] == cfg.dtype:
-        grid = _numbers(rec.get("grid_logits"), cfg.grid_size ** 2)
+    if "grid_logits" in rec:  # the decision-boundary plot's seed only
+        grid = _numbers(rec["grid_logits"], cfg.grid_size ** 2)
         if grid is None:
             return None, "damaged", f"grid_logits are not {cfg.grid_size ** 2} numbers"
         rec["grid_logits"] = grid
-    stored = rec["key_versions"]
-    if not isinstance(stored, dict):
+    stored = rec.get("key_versions")
+    if not isinstance(stored, dict):  # a run file of a gelulab that did not record versions
         return rec, "stale", "no version record"
     changes = version_changes(stored, package_versions([n for n in stored if n != "gelulab"]))
     return rec, ("stale" if changes else "ok"), ", ".join(changes)
