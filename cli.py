@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 import time
-from pathlib import Path
 
 COMMANDS = {
     "run": ("gelulab.cli", "the main job: parity summary and the moons experiment, one report"),
@@ -34,8 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
     moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
-    report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
+    report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0.
+
+    Raises ValueError before any work for bad options, an unwritable --out, or a selection without a backend
+    that can train (numpy alone: the moons part needs autodiff). Both parts resume: rerunning the same command
+    after an interrupt skips the parity groups and moons runs already stored in --out."""
     from gelulab.backends import get_backend, selected_backends
+    from gelulab.core.output import Interrupted, check_writable
     from gelulab.core.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
     from gelulab.experiments.moons.config import MoonsConfig
@@ -44,27 +47,43 @@ def run(args) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: expected at least 1")
     cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=("relu", "gelu_none"))
-    out = Path(args.out)
+    out = check_writable(args.out)
     names = selected_backends()
+    trainable, _ = moons.check_backends(names)
+    if not trainable:
+        raise ValueError(f"backends {names}: the moons part of `gelulab run` needs a backend with autodiff (jax, "
+                         "torch or tensorflow; numpy has none); for the numpy parity alone run `gelulab parity "
+                         "--backend numpy`")
     backends = [get_backend(n) for n in names]
     t0 = time.perf_counter()
     print(f"[1/2] parity of {', '.join(names)} against mpmath (eager; value and first derivative)", flush=True)
-    pdata = parity.run_parity(backends, out / "parity", modes=("eager",), orders=(0, 1))
+    try:
+        pdata = parity.run_parity(backends, out / "parity", modes=("eager",), orders=(0, 1))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted during parity; {parity.stored_summary(out / 'parity')}; moons not "
+                          "started; run the same command again to resume") from None
     t1 = time.perf_counter()
     print(f"[2/2] moons: ReLU vs exact GELU, {len(cfg.seeds)} seeds x {cfg.epochs} epochs", flush=True)
-    results = moons.run_study(cfg, out / "moons", backends=names)
+    try:
+        results = moons.run_study(cfg, out / "moons", backends=trainable)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted during moons; parity is complete in {out / 'parity'}, "
+                          f"{moons.stored_summary(cfg, out / 'moons', trainable)}; run the same command again to "
+                          "resume") from None
     paths = moons.write_report(results, out / "moons")
     t2 = time.perf_counter()
     env = environment(backends)
+    counts = parity.counts_sentence(pdata)
     text = (
         "# gelulab run\n\n"
+        f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n"
         f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
-        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s.\n\n"
+        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s (this session; stored results are reused).\n\n"
         "## Parity summary\n\n"
-        f"{len(pdata['cells'])} cells (eager), {pdata['n_flagged']} beyond tolerance, {pdata['n_known']} of them "
-        "known upstream faults. Full report: [parity/report.md](parity/report.md).\n\n"
+        f"{counts} Full report: [parity/report.md](parity/report.md).\n\n"
         + pdata["summary_md"]
-        + "\n![errors](parity/errors_order0.png)\n\n## Moons\n\n"
+        + "".join(f"\n![errors](parity/{p})\n" for p in pdata.get("plots", []))
+        + "\n## Moons\n\n"
         + _nested((out / "moons" / "report.md").read_text()).replace("](", "](moons/")
         + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
         + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
@@ -72,7 +91,9 @@ def run(args) -> int:
     )
     atomic_write_text(out / "report.md", text)
     write_json(out / "results.json", {
-        "environment": env, "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "cells")},
+        "environment": env,
+        "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "n_upstream", "n_unreported", "n_own", "n_new",
+                                         "cells")},
         "moons": {k: v for k, v in results.items() if k != "boundaries"},
         "seconds": {"parity": t1 - t0, "moons": t2 - t1},
     })
@@ -86,35 +107,89 @@ def _nested(markdown: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with one subcommand per entry of COMMANDS (modules imported lazily)."""
-    parser = argparse.ArgumentParser(prog="gelulab", description=__doc__.splitlines()[0])
+    """The argparse parser with one subcommand per entry of COMMANDS (modules imported lazily); every
+    subcommand takes --verbose."""
+    parser = argparse.ArgumentParser(prog="gelulab", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(_module=module_name)
+        p.add_argument("--verbose", action="store_true",
+                       help="keep the frameworks' start-up log lines (dropped by default) and show the traceback "
+                            "of an unexpected file-system error")
         importlib.import_module(module_name).add_arguments(p)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `gelulab` console script; returns the process exit code (0 success, 2 bad
-    configuration: ValueError, backends.BackendUnavailable or backends.DeviceUnavailable, printed as one line).
+EXIT_CODES = """exit codes: 0 done; 1 a check failed (parity --fail-on-new found a new fault, bench timed no cell);
+2 bad input or configuration, printed as one line naming the value (nothing computed is lost); 130 stopped by
+Ctrl-C (143 by SIGTERM) after keeping every finished result: the same command resumes"""
 
-    Before the command runs: gelulab.reproducible(threads=GELULAB_THREADS) and, unless set, TF_CPP_MIN_LOG_LEVEL=2
-    (TensorFlow's C++ start-up messages off)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gelulab` console script; returns the process exit code (see EXIT_CODES).
+
+    Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable) and file-system
+    errors (OSError) are printed as one line. Ctrl-C (SIGINT) and SIGTERM end the command after its finished
+    results are on disk, with one line saying what was kept. Unless --verbose, the frameworks' start-up log lines
+    are dropped from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
+    experiments are applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes
+    nothing."""
+    import contextlib
+
+    from gelulab.core.output import quiet_frameworks
+    from gelulab.core.provenance import set_command
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    set_command(["gelulab", *argv])
+    with contextlib.nullcontext() if args.verbose else quiet_frameworks():
+        return _dispatch(args)
+
+
+def _dispatch(args) -> int:
+    import signal
+    import threading
+
     from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible
     from gelulab.core import config
+    from gelulab.core.output import Interrupted
 
+    received = {"signum": signal.SIGINT}
+
+    def on_sigterm(signum, frame):
+        received["signum"] = signum
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
     module = importlib.import_module(args._module)
+    name = f"gelulab {args.command}"
     try:
         reproducible(threads=config.threads())
         return int(module.run(args) or 0)
+    except Interrupted as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 128 + int(e.signum if e.signum != signal.SIGINT else received["signum"])
+    except KeyboardInterrupt:
+        out = getattr(args, "out", None)
+        kept = f"finished results are kept in {out}" if out else "nothing was being written"
+        print(f"{name}: interrupted; {kept}", file=sys.stderr)
+        return 128 + int(received["signum"])
     except (ValueError, BackendUnavailable, DeviceUnavailable) as e:
         # bad configuration, missing framework, absent device (backend setup): one clear line, no traceback
-        print(f"gelulab {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"{name}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if args.verbose:
+            raise
+        print(f"{name}: error: {' '.join(str(e).split())} (rerun with --verbose for the traceback)",
+              file=sys.stderr)
+        return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -120,10 +120,14 @@ def get_backend(name: str, device: str | None = None) -> Backend:
     """The Backend for `name` ("numpy", "jax", "torch", "tensorflow") on `device` (default: GELULAB_DEVICE or cpu).
 
     Imports the framework on first use and changes none of its global settings (threads, x64, matmul precision,
-    TF32; see gelulab.reproducible). Raises ValueError for an unknown name (listing the valid ones),
+    TF32; see gelulab.reproducible). Raises ValueError for an unknown name or device (naming the value and listing
+    the valid ones),
     BackendUnavailable when its framework is not installed (naming the install command), DeviceUnavailable (a
     RuntimeError) when the device is not present or the backend cannot use it.
     """
+    if device is not None and device not in config.DEVICES:
+        raise ValueError(f"device {device!r}; expected one of {list(config.DEVICES)} (gelulab's names: 'gpu' for "
+                         "CUDA or ROCm)")
     return _load(name, device or config.device())
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -61,6 +62,8 @@ from gelulab.benchmarks.runner import hooks, input_array, run_group, sync_overhe
 from gelulab.benchmarks.timer import QUICK, TimerConfig
 from gelulab.core import config
 from gelulab.core.dtypes import get_dtype
+from gelulab.core.output import Interrupted, check_writable
+from gelulab.core.provenance import command_line
 from gelulab.core.report import atomic_write_text, environment, write_json
 
 SCHEMA = "gelulab.bench/1"
@@ -126,9 +129,10 @@ def new_grid_info() -> dict:
 
 def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None = None, *, seed: int = 0,
              progress: bool = True, copy_bytes: int = 1 << 30, train_rows: list | None = None,
-             activations: bool = True, train_impls: tuple | None = None) -> dict:
+             activations: bool = True, train_impls: tuple | None = None, checkpoint=None) -> dict:
     """Run every cell of `spec`, appending each result row to `rows` and each fact to `info` (new_grid_info())
-    as soon as it is known, so a caller keeps them if the run is interrupted. Returns `info`.
+    as soon as it is known, so a caller keeps them if the run is interrupted. Returns `info`. checkpoint: called
+    with no argument after each backend's cells (the command writes the results so far there).
 
     train_rows: when a list, each backend's training-step rows (benchmarks.trainstep) are appended to it after
     its activation cells (train_impls: its impls, default spec.impls); activations=False skips the activation
@@ -172,6 +176,8 @@ def run_grid(spec: GridSpec, timer: TimerConfig, rows: list, info: dict | None =
                                   desc=f"{name:>10} {device} train step", disable=not progress or not steps,
                                   leave=False, file=sys.stderr):
                     train_rows += trainstep.run(backend, bench, group, timer, seed)
+            if checkpoint is not None:
+                checkpoint()
     return info
 
 
@@ -257,7 +263,9 @@ def _stop_on_sigterm():
 
 def run(args) -> int:
     """Run the benchmark (or `compare`) for parsed `args`; returns the exit code (0: at least one cell timed).
-    Raises ValueError for a bad filter or option before anything is timed."""
+    Raises ValueError for a bad filter or option, or an unwritable --out, before anything is timed;
+    core.output.Interrupted on Ctrl-C or SIGTERM, after writing the cells measured (bench.json marked partial).
+    The results so far are also written after each backend, so a crash keeps them."""
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
     if _positive("threads", args.threads, int) is not None:
@@ -269,30 +277,43 @@ def run(args) -> int:
     spec = _spec(args, installed_backends())
     timer = timer_config(args)
     copy_bytes = (_positive("copy-mib", args.copy_mib, int) or (64 if args.quick else 1024)) * 2**20
-    out = Path(args.out)
+    out = check_writable(args.out)
     start, load_start = time.perf_counter(), os.getloadavg()
     bw_start = copy_bandwidth(copy_bytes)
     curve = copy_curve(_nbytes(spec, "cpu") if "cpu" in spec.devices and not args.train_step_only else (), timer)
     rows: list = []
     train_rows: list = []
     grid_info = new_grid_info()
+
+    def result_so_far(bw_end, interrupted, partial):
+        result = build_result(rows, spec, timer, grid_info, bw_start, bw_end, curve, time.perf_counter() - start,
+                              shlex.split(command_line()), train_rows)
+        result.update(interrupted=interrupted, partial=partial,
+                      load_average={"start": load_start, "end": os.getloadavg()})  # 1, 5, 15 min: other work
+        return result
+
+    def checkpoint():  # after each backend: what is measured so far is on disk, whatever happens next
+        write_outputs(result_so_far(bw_start, False, True), out, with_plots=False)
+
     interrupted = False
     previous = _stop_on_sigterm()
     try:
         run_grid(spec, timer, rows, grid_info, seed=args.seed, copy_bytes=copy_bytes,
                  train_rows=None if args.no_train_step else train_rows, activations=not args.train_step_only,
-                 train_impls=trainstep.QUICK_IMPLS if args.quick and not args.impl else None)
-    except KeyboardInterrupt:
-        interrupted = True
+                 train_impls=trainstep.QUICK_IMPLS if args.quick and not args.impl else None, checkpoint=checkpoint)
+    except KeyboardInterrupt as e:
+        interrupted = signal.SIGTERM if e.args == (f"signal {signal.SIGTERM}",) else signal.SIGINT
         print(f"gelulab bench: interrupted; writing the {len(rows)} cells measured", file=sys.stderr)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    result = build_result(rows, spec, timer, grid_info, bw_start, copy_bandwidth(copy_bytes), curve,
-                          time.perf_counter() - start, sys.argv, train_rows)
-    result["interrupted"] = interrupted
-    result["load_average"] = {"start": load_start, "end": os.getloadavg()}  # 1, 5, 15 min: other work on the machine
-    paths = write_outputs(result, out, with_plots=not args.no_plots)
+    result = result_so_far(bw_start if interrupted else copy_bandwidth(copy_bytes), bool(interrupted),
+                           bool(interrupted))
+    paths = write_outputs(result, out, with_plots=not args.no_plots and not interrupted)
+    if interrupted:
+        raise Interrupted(f"interrupted; the {len(rows) + len(train_rows)} cells measured are in {paths[0]} "
+                          "(marked partial); bench does not resume: the same command measures every cell again, "
+                          "so that all cells of one result share the machine's state", signum=int(interrupted))
     dtype, sizes = report.focus(result)
     for size in sizes:
         print(report.ratio_tables(result, dtype, size))
@@ -302,7 +323,7 @@ def run(args) -> int:
     print(f"{ok}/{len(rows) + len(train_rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
           f"{result['copy_bandwidth']['gbps']:.3g} GB/s; wrote {', '.join(str(p) for p in paths[:2])} and "
           f"{len(paths) - 2} plots")
-    return 0 if ok and not interrupted else 1
+    return 0 if ok else 1
 
 
 def load_cells(path: str) -> list[dict]:
@@ -348,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"gelulab bench: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"gelulab bench: {e}", file=sys.stderr)
+        return 128 + e.signum
 
 
 if __name__ == "__main__":

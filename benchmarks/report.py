@@ -121,6 +121,9 @@ def markdown(result: dict) -> str:
     dtype, sizes = focus(result)
     lines = [
         "# gelulab bench: activation speed against the copy bandwidth\n",
+        (f"- command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit "
+         f"{env.get('git_commit') or 'unknown'}"
+         + ("; **interrupted: partial results**" if result.get("partial") else "")),
         f"- machine: {env['cpu']}, {env['cores']} cores; GELULAB_THREADS = {env['threads']}; "
         "threads in effect (intra-op): " + ", ".join(f"{k} {v.get('intra_op')}"
                                                       for k, v in result["threads_in_effect"].items()),

@@ -3,9 +3,11 @@
 GELULAB_BACKEND  one backend name or a comma-separated list; unset or empty means every installed backend (parsed
                  by gelulab.backends.parse_backend_list, which knows the backends' names).
 GELULAB_DEVICE   "cpu" (default), "gpu" or "tpu".
-GELULAB_THREADS  threads per framework (intra-op), default 1, applied by the command line through
-                 gelulab.reproducible: measured on the 2-core reference machine, 2-thread torch training ran 4x
-                 slower when another process was busy, 1-thread runs were unaffected.
+GELULAB_THREADS  threads per framework (intra-op), default 1, at most max_threads() = 4 x the CPU count, applied by
+                 the command line through gelulab.reproducible: measured on the 2-core reference machine, 2-thread
+                 torch training ran 4x slower when another process was busy, 1-thread runs were unaffected; far
+                 more threads than cores only add contention (100000 made a framework's thread pool fail with
+                 MemoryError).
 """
 from __future__ import annotations
 
@@ -22,8 +24,17 @@ def device() -> str:
     return d
 
 
+THREADS_PER_CPU = 4  # the most threads per CPU core GELULAB_THREADS may ask for
+
+
+def max_threads() -> int:
+    """The largest GELULAB_THREADS accepted: THREADS_PER_CPU x os.cpu_count() (1 CPU when it is unknown)."""
+    return THREADS_PER_CPU * (os.cpu_count() or 1)
+
+
 def threads() -> int:
-    """Intra-op thread count from GELULAB_THREADS (default 1); raises ValueError unless a positive integer."""
+    """Intra-op thread count from GELULAB_THREADS (default 1). Raises ValueError naming the value unless it is an
+    integer from 1 to max_threads()."""
     raw = os.environ.get("GELULAB_THREADS", "1")
     try:
         n = int(raw)
@@ -31,4 +42,7 @@ def threads() -> int:
         n = 0
     if n < 1:
         raise ValueError(f"GELULAB_THREADS={raw!r}; expected a positive integer")
+    if n > max_threads():
+        raise ValueError(f"GELULAB_THREADS={raw!r}; expected at most {max_threads()} ({THREADS_PER_CPU} per CPU "
+                         f"core, {os.cpu_count() or 1} cores here)")
     return n

@@ -16,7 +16,7 @@ import numpy as np
 
 from gelulab.core.activations import activation_key, check_impl, get_activation
 from gelulab.core.contract import Capabilities
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.dtypes import DTYPES, get_dtype
 
 ORDERS = (0, 1, 2)
 
@@ -56,14 +56,32 @@ class Backend:
         return self.module.to_numpy(x)
 
     def relu(self, x, impl: str = "formula"):
-        """ReLU(x) = max(x, 0). x: framework array, any float dtype and shape; impl: "formula" or "builtin"."""
+        """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.dtypes (float64, float32, bfloat16,
+        float16), any shape; impl: "formula" or "builtin". Returns the same dtype and shape. Raises TypeError
+        naming the dtype for an integer, bool or other non-float array (the frameworks disagree on what ReLU of
+        an integer array returns: float32, float64 or int32)."""
+        self.check_float(x, "relu")
         return self.function("relu", impl)(x)
 
     def gelu(self, x, approximate: str = "none", impl: str = "formula"):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
         string (bool/None raise ValueError); impl: "formula" (gelulab's accurate one) or "builtin".
-        x: framework array, any float dtype and shape; returns the same dtype and shape."""
-        return self.function(activation_key("gelu", approximate), impl)(x)
+        x: framework array of a float dtype of core.dtypes, any shape; returns the same dtype and shape. Raises
+        TypeError naming the dtype for a non-float array."""
+        key = activation_key("gelu", approximate)
+        self.check_float(x, "gelu")
+        return self.function(key, impl)(x)
+
+    def check_float(self, x, what: str = "x") -> str:
+        """The gelulab dtype name of framework array `x`; raises TypeError naming its dtype unless it is one of
+        core.dtypes.DTYPES (float64, float32, bfloat16, float16)."""
+        try:
+            return get_dtype(self.module.dtype_name(x)).name
+        except (KeyError, ValueError, TypeError, AttributeError):
+            dt = getattr(x, "dtype", type(x).__name__)
+            shown = getattr(dt, "name", None) if not str(dt).startswith("torch.") else str(dt)
+            raise TypeError(f"{what}: {self.name} array of dtype {shown or dt}; expected a floating dtype, one of "
+                            f"{list(DTYPES)} (cast it first, e.g. to float32)") from None
 
     def function(self, key: str, impl: str = "formula", order: int = 0, mode: str = "eager") -> Callable:
         """The elementwise callable for catalogue entry `key`: its value (order 0) or its order-th derivative via

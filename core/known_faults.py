@@ -5,16 +5,27 @@ Measured on CPU with torch 2.13.0, jax 0.10.2 and tensorflow 2.21.0 (constraints
 entry is one mechanism (reason, upstream link) applied to the cells where it shows: backend x activation x
 misses its float64 goal. When a framework is upgraded, rerun `gelulab parity`: cells that
 pass now are reported XPASS by the tests and their entries are deleted here.
+
+Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault with an upstream report, linked),
+"unreported" (known here, no upstream report found) or "gelulab" (gelulab's own formula). `gelulab parity` splits
+its flagged cells by kind, and a flagged cell that matches no entry is NEW (`--fail-on-new` exits 1).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+KINDS = {
+    "upstream": "upstream fault, reported (link)",
+    "unreported": "known, not reported upstream",
+    "gelulab": "gelulab's own formula",
+}
+
 
 @dataclass(frozen=True)
 class KnownFault:
-    """An upstream fault: the cells it matches must fail (xfail strict). None matches anything.
-    reason: one line; link: the upstream issue or PR (or, where none exists, the closest one and a note)."""
+    """A known fault: the cells it matches must fail (xfail strict). None matches anything.
+    reason: one line; link: the upstream issue or PR (or, where none exists, the closest one and a note);
+    kind: one of KINDS, or None to derive it (see `classification`)."""
 
     reason: str
     link: str
@@ -26,6 +37,18 @@ class KnownFault:
     dtypes: tuple[str, ...] | None = None
     modes: tuple[str, ...] | None = None
     devices: tuple[str, ...] | None = ("cpu",)
+    kind: str | None = None
+
+    @property
+    def classification(self) -> str:
+        """The fault's kind (a key of KINDS): `kind` when given; else "gelulab" for gelulab's own formula
+        (impl "formula"), "unreported" when the link says no upstream report exists ("no ... report ..."), and
+        "upstream" otherwise."""
+        if self.kind is not None:
+            return self.kind
+        if self.impl == "formula":
+            return "gelulab"
+        return "unreported" if self.link.lower().startswith("no ") else "upstream"
 
     def matches(self, group, region: str) -> bool:
         """True when this fault covers `group` (a experiments.parity.engine.Group) on `region`."""
@@ -40,14 +63,17 @@ class KnownFault:
         return True
 
 
-# Mechanisms: (reason, link); a cell failing for two reasons names both.
+# Mechanisms: (reason, link) or (reason, link, kind); a cell failing for two reasons names both. Without a kind
+# the entry's kind is derived (KnownFault.classification); it is given where the link alone would mislead.
 ERF_CANCEL = (
     "torch's exact GELU computes 0.5*x*(1+erf(x/sqrt2)): 1+erf cancels in the negative tail (17% low at x=-5, 0 from x~-6 in float32), also in its backward",
     'https://github.com/pytorch/pytorch/issues/187806 (fix: https://github.com/pytorch/pytorch/pull/189234, open)',
+    'upstream',
 )
 FORMULA_F64_SUBNORMAL = (
     "gelulab's own float64 formula: an intermediate is subnormal, and flushed to zero by XLA, where the result is still a normal number: erfc(-x/sqrt 2) for x in [-38.5, -37.5], sigmoid(u/2)^2 in the tanh form's derivatives for x in [-21.3, -21.1], sigmoid(1.702x) for x in [-420, -416] (numpy's closed-form derivatives too), and x/2 products for |x| just above the smallest normal; not fixed: it needs scaled (erfcx-like) evaluation",
     'https://github.com/jax-ml/jax/issues/16200 (XLA flush-to-zero); core/formulas.py',
+    'gelulab',
 )
 INF_GRAD = (
     "the builtin's derivative is NaN at +-inf (inf * 0 in the backward formula); the limits are 1 and 0",
@@ -56,18 +82,22 @@ INF_GRAD = (
 INF_VALUE = (
     'the builtin returns NaN at -inf (-inf * 0); the limit is -0',
     "no upstream report found (2026-11) for jax/tf; torch's twin: https://github.com/pytorch/pytorch/pull/192318",
+    'unreported',
 )
 INF_VALUE_torch = (
     "torch's GELU returns NaN at -inf (-inf*0; the limit is -0), and its exact form also NaN at +inf",
     'https://github.com/pytorch/pytorch/issues/185770 (fix: https://github.com/pytorch/pytorch/pull/192318, open)',
+    'upstream',
 )
 INPUT_DTYPE_ERFC = (
     "jax.nn.gelu/tf.nn.gelu round the erfc argument -x/sqrt2 to the input dtype (error amplified ~x^2 times in the tail) and XLA flushes erfc's subnormal result to zero below x~-13 (f32/bf16) although x*Phi(x) is still normal",
     'https://github.com/jax-ml/jax/issues/16200 (flush-to-zero, working as intended); no report of the argument rounding found',
+    'unreported',
 )
 NUMPY_REF = (
     "numpy's builtin is PyTorch OpInfo's reference (x*norm.cdf(x); 0.5*x*(1+tanh(u))): 1+tanh cancels below x~-7, scipy's ndtr is ~2e-13 relative accurate below x~-30 in float64 (beyond the 1e-13 tolerance), and -inf*0 gives NaN",
     'https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py (reference_gelu)',
+    'unreported',
 )
 OVERFLOW_GRAD = (
     "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0",
@@ -76,6 +106,7 @@ OVERFLOW_GRAD = (
 OVERFLOW_GRAD_ERF_CANCEL = (
     "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0; and torch's exact GELU computes 0.5*x*(1+erf(x/sqrt2)): 1+erf cancels in the negative tail (17% low at x=-5, 0 from x~-6 in float32), also in its backward",
     'no torch/jax/tf report found (2026-11); same fault: https://github.com/facebookresearch/fairseq/issues/2235 ; https://github.com/pytorch/pytorch/issues/187806 (fix: https://github.com/pytorch/pytorch/pull/189234, open)',
+    'unreported',
 )
 OVERFLOW_GRAD_TANH_CANCEL = (
     "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0; and the builtin tanh form computes 0.5*x*(1+tanh(u)): 1+tanh cancels for x below about -3 (bf16), -5 (f32), -7 (f64), giving 0 or 100% error where x*sigmoid(2u) is tiny; its derivatives likewise",
@@ -88,10 +119,12 @@ OVERFLOW_VALUE = (
 SIGMOID_ONELINER = (
     'no framework ships the sigmoid form: the builtin is the one-liner x*sigmoid(1.702*x) in the input dtype, whose sigmoid underflows/flushes in the tail before the product does, whose 1.702*x is rounded to the input dtype, and whose autodiff sigmoid*(1-sigmoid) cancels for large x',
     'https://github.com/huggingface/transformers/blob/main/src/transformers/activations.py (QuickGELUActivation, the usual source of the one-liner)',
+    'unreported',
 )
 SUBNORMAL_INTERMEDIATE = (
     'in float64 erfc (or sigmoid) is already subnormal, and flushed by XLA, where x*Phi(x) is still a normal number (x ~ -32 .. -38, or -417 for the sigmoid form)',
     'https://github.com/jax-ml/jax/issues/16200 (flush-to-zero); no GELU report',
+    'unreported',
 )
 TANH_CANCEL = (
     'the builtin tanh form computes 0.5*x*(1+tanh(u)): 1+tanh cancels for x below about -3 (bf16), -5 (f32), -7 (f64), giving 0 or 100% error where x*sigmoid(2u) is tiny; its derivatives likewise',
@@ -100,13 +133,14 @@ TANH_CANCEL = (
 TF_F64_CONST = (
     'tf.nn.gelu casts its Python-float constants (sqrt 2, 0.044715) through float32, so float64 results are only ~1e-7..1e-6 relative accurate',
     'https://github.com/tensorflow/tensorflow/issues/57779 (tf.cast of a Python float goes through float32; closed, fix rolled back)',
+    'upstream',
 )
 
 
 def _f(mechanism, backend, keys, orders, regions, dtypes, modes, impl="builtin") -> KnownFault:
-    reason, link = mechanism
+    reason, link, *kind = mechanism
     return KnownFault(reason, link, backend=backend, impl=impl, keys=keys, orders=orders, regions=regions,
-                      dtypes=dtypes, modes=modes)
+                      dtypes=dtypes, modes=modes, kind=kind[0] if kind else None)
 
 
 KNOWN_FAULTS: tuple[KnownFault, ...] = (

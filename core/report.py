@@ -1,7 +1,8 @@
 """Report plumbing shared by every command: environment record, atomic JSON/text writes, Markdown tables.
 
-Every report records the versions of Python, numpy and every framework used, the framework settings asked for
-(gelulab.reproducible), the thread counts in effect and the CPU, so that its numbers can be reproduced.
+Every report records gelulab's version, git commit and command line (core.provenance), the versions of Python,
+numpy and every framework used, the framework settings asked for (gelulab.reproducible), the thread counts in
+effect and the CPU, so that its numbers can be reproduced.
 """
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import json
 import math
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from gelulab.core import config
 from gelulab.core import settings as framework_settings
+from gelulab.core.output import atomic_write_bytes
+from gelulab.core.provenance import provenance
 
 
 def cpu_model() -> str:
@@ -30,9 +32,10 @@ def cpu_model() -> str:
 
 
 def environment(backends=()) -> dict:
-    """Machine and versions: python, numpy, scipy, mpmath, each given Backend's framework versions, cores,
-    GELULAB_THREADS, GELULAB_DEVICE, CPU model, OPENBLAS_CORETYPE if set, and "settings": the arguments of the
-    last gelulab.reproducible call ({"threads", "x64", "tf32"}), None when it was not called.
+    """Provenance and machine: gelulab's version, git commit and command line (core.provenance), python, numpy,
+    scipy, mpmath, each given Backend's framework versions, cores, GELULAB_THREADS, GELULAB_DEVICE, CPU model,
+    OPENBLAS_CORETYPE if set, and "settings": the arguments of the last gelulab.reproducible call ({"threads",
+    "x64", "tf32"}), None when it was not called.
 
     "frameworks": {backend: {package: version}}; a missing optional package (ImportError in versions()) is
     recorded as {package: "not installed"}. "threads_in_effect": {backend: the dict its activations module's
@@ -43,6 +46,7 @@ def environment(backends=()) -> dict:
     import sklearn
 
     env = {
+        **provenance(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
@@ -90,23 +94,9 @@ def _clean(o):
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write `text` to `path` atomically (temp file in the same folder, then os.replace); creates parent dirs.
+    """Write `text` (UTF-8) to `path` atomically (core.output.atomic_write_bytes); creates parent dirs.
     A crash mid-write leaves the old file (or none), never a truncated one. Returns the Path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str | os.PathLike, data) -> Path:

@@ -1,11 +1,20 @@
-"""Statistics over seeds, all from scipy.stats: summaries with t intervals, paired comparisons, verdicts.
+"""Statistics over seeds, from scipy.stats: intervals that respect each metric's range, paired comparisons with
+effect sizes, the power limit of the seed count, verdicts.
 
-describe(values)      mean, sample standard deviation, 95 % CI of the mean (Student t, n - 1 degrees of
-                      freedom)
-paired(a, b)          the paired difference a - b: mean, sd, 95 % CI (scipy's ttest_rel interval), the paired
-                      t-test, the Wilcoxon signed-rank test, and seeds won / tied / lost
-adjust_bh(p)          Benjamini-Hochberg adjusted p-values (scipy.stats.false_discovery_control)
-classify, verdict     the conclusion in words the numbers support, "no significant difference" included
+describe(values)            mean, sample sd, 95 % CI of the mean (Student t): for unbounded quantities
+accuracy_summary(acc, n)    an accuracy that is a share of n test points per seed: mean, sd, and the Wilson
+                            score interval of the pooled correct / total (scipy.stats.binomtest), inside [0, 1]
+positive_summary(values)    a positive quantity (a loss): geometric mean and its t interval on the log scale,
+                            always > 0
+bootstrap_mean_ci(values)   scipy.stats.bootstrap BCa interval of the mean (percentile where BCa is undefined)
+paired(a, b)                the paired difference a - b: mean, sd, bootstrap BCa 95 % CI (and the t interval),
+                            Cohen's d_z, the Hodges-Lehmann estimate, the paired t-test, the Wilcoxon signed-rank
+                            test with the smallest p its seed count can reach, seeds won / tied / lost
+wilcoxon_min_p(n)           that smallest two-sided p (scipy.stats.wilcoxon, exact), and seeds_needed(alpha)
+above_chance(k, n)          one-sided binomial test of k correct of n against chance (scipy.stats.binomtest)
+adjust_bh(p)                Benjamini-Hochberg adjusted p-values (scipy.stats.false_discovery_control)
+classify, verdict           the conclusion in words the numbers support, "no significant difference" and
+                            "cannot be significant with this many seeds" included
 """
 from __future__ import annotations
 
@@ -17,6 +26,8 @@ from scipy import stats
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 9999  # scipy.stats.bootstrap's default
+BOOTSTRAP_SEED = 0  # a fixed generator: the same report from the same runs
 
 
 def _values(values, name: str = "values") -> np.ndarray:
@@ -46,38 +57,129 @@ def describe(values, confidence: float = CONFIDENCE) -> dict:
     return {"n": n, "mean": mean, "sd": sd, "ci_low": float(lo), "ci_high": float(hi)}
 
 
+def accuracy_summary(accuracies, n_test: int, confidence: float = CONFIDENCE) -> dict:
+    """Summary of per-seed accuracies, each a share of `n_test` test points: {n, mean, sd, correct, total,
+    ci_low, ci_high, ci_method}. The interval is the Wilson score interval of the pooled proportion correct /
+    total (scipy.stats.binomtest(...).proportion_ci(method="wilson"); Wilson 1927, Newcombe 1998): it lies in
+    [0, 1] and reflects test-point sampling; the seed-to-seed spread is the sd. Raises ValueError for no or
+    non-finite values, or values outside [0, 1]."""
+    v = _values(accuracies, "accuracies")
+    if np.any((v < 0) | (v > 1)):
+        raise ValueError(f"accuracies: expected shares in [0, 1], got {v[(v < 0) | (v > 1)][:3].tolist()}")
+    if isinstance(n_test, bool) or int(n_test) != n_test or n_test < 1:
+        raise ValueError(f"n_test={n_test!r}: expected a positive number of test points")
+    correct = int(np.sum(np.rint(v * n_test)))
+    total = int(n_test) * v.size
+    ci = stats.binomtest(correct, total).proportion_ci(confidence, method="wilson")
+    return {"n": int(v.size), "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if v.size > 1 else math.nan,
+            "correct": correct, "total": total, "ci_low": float(ci.low), "ci_high": float(ci.high),
+            "ci_method": f"Wilson score interval of {correct}/{total} pooled test points"}
+
+
+def positive_summary(values, confidence: float = CONFIDENCE) -> dict:
+    """Summary of a positive quantity over seeds (a loss): {n, mean, sd, geo_mean, ci_low, ci_high, ci_method}.
+    The interval is the t interval of the mean of log(values), exponentiated: a CI of the geometric mean, > 0
+    (nan with one value; a value <= 0 leaves the interval nan). Raises ValueError for no or non-finite values."""
+    v = _values(values)
+    out = {"n": int(v.size), "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if v.size > 1 else math.nan,
+           "geo_mean": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+           "ci_method": "t interval of the mean log, exponentiated (geometric mean)"}
+    if np.all(v > 0):
+        d = describe(np.log(v), confidence)
+        out.update(geo_mean=math.exp(d["mean"]), ci_low=math.exp(d["ci_low"]) if np.isfinite(d["ci_low"]) else math.nan,
+                   ci_high=math.exp(d["ci_high"]) if np.isfinite(d["ci_high"]) else math.nan)
+    return out
+
+
+def bootstrap_mean_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float, str]:
+    """(low, high, method): the `confidence` bootstrap interval of the mean of `values` (1-d, finite), from
+    scipy.stats.bootstrap with BOOTSTRAP_RESAMPLES resamples and a fixed generator: BCa (Efron 1987), or the
+    percentile interval where BCa is undefined (too few distinct values); [v, v] when every value is v; nan with
+    one value. The interval lies within [min, max] of the values, so a bounded metric's range is respected."""
+    v = _values(values)
+    if np.all(v == v[0]):
+        return (float(v[0]), float(v[0]), "all values equal") if v.size > 1 else (math.nan, math.nan, "one value")
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy warns when BCa is degenerate; the percentile interval follows
+            ci = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                                 method=method, rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
+        if np.isfinite(ci.low) and np.isfinite(ci.high):
+            return float(ci.low), float(ci.high), f"bootstrap {method}"
+    return math.nan, math.nan, "bootstrap undefined"
+
+
+def wilcoxon_min_p(n: int) -> float:
+    """The smallest two-sided p-value the Wilcoxon signed-rank test can give with n non-zero differences: that of
+    n differences all of one sign and of distinct sizes (scipy.stats.wilcoxon, exact distribution; 2 / 2^n for n
+    <= 50). n = 5 gives 0.0625, so five seeds can never reach p < 0.05. 1.0 for n = 0."""
+    if n < 1:
+        return 1.0
+    return float(stats.wilcoxon(np.arange(1.0, n + 1.0)).pvalue)
+
+
+def seeds_needed(alpha: float = ALPHA) -> int:
+    """The fewest non-zero paired differences for which the Wilcoxon signed-rank test can reach p < alpha."""
+    n = 1
+    while wilcoxon_min_p(n) >= alpha:
+        n += 1
+    return n
+
+
+def above_chance(correct: int, trials: int, chance: float = 0.5, alpha: float = ALPHA) -> bool:
+    """Whether `correct` of `trials` is significantly above the chance rate `chance` (one-sided exact binomial
+    test, scipy.stats.binomtest(alternative="greater"), p < alpha)."""
+    return bool(stats.binomtest(int(correct), int(trials), chance, alternative="greater").pvalue < alpha)
+
+
+def hodges_lehmann(d) -> float:
+    """The Hodges-Lehmann estimate of the centre of paired differences d: the median of the Walsh averages
+    (d_i + d_j) / 2, i <= j (Hodges & Lehmann 1963; the estimate that goes with the Wilcoxon signed-rank test)."""
+    v = _values(d, "d")
+    i, j = np.triu_indices(v.size)
+    return float(np.median((v[i] + v[j]) / 2))
+
+
 def paired(a, b, higher_is_better: bool = True, confidence: float = CONFIDENCE) -> dict:
     """Paired comparison of a and b over the same seeds (a[i] and b[i] share seed i): d = a - b.
 
-    Returns {n, mean_diff, sd_diff, ci_low, ci_high, t_stat, t_p, w_stat, w_p, wins, ties, losses}: the CI is
-    scipy.stats.ttest_rel(a, b).confidence_interval(confidence); t_p from the paired t-test; w_p from
-    scipy.stats.wilcoxon(a, b) (two-sided, zero differences dropped, the exact distribution when n <= 50 and
-    there are no ties, else the normal approximation); wins/ties/losses count seeds where a is better / equal
-    / worse (better = higher when higher_is_better, else lower). Tests that are undefined (n < 2, all d equal)
-    give nan, except that all-zero differences give p = 1 (nothing to detect). Raises ValueError when a and b
-    differ in length or hold no or non-finite values.
+    Returns {n, mean_diff, sd_diff, ci_low, ci_high, ci_method, t_ci_low, t_ci_high, d_z, hodges_lehmann,
+    t_stat, t_p, w_stat, w_p, w_p_min, n_nonzero, wins, ties, losses}: ci_* is the bootstrap interval of the mean
+    difference (bootstrap_mean_ci: BCa, within the observed differences); t_ci_* the interval of
+    scipy.stats.ttest_rel(a, b); d_z = mean / sd of d (Cohen's d for paired samples); hodges_lehmann the median
+    of the Walsh averages; t_p from the paired t-test; w_p from scipy.stats.wilcoxon(a, b) (two-sided, zero
+    differences dropped, the exact distribution when n <= 50 and there are no ties, else the normal
+    approximation); w_p_min = wilcoxon_min_p(n_nonzero), the smallest w_p these seeds could give;
+    wins/ties/losses count seeds where a is better / equal / worse (better = higher when higher_is_better, else
+    lower). Tests that are undefined (n < 2, all d equal) give nan, except that all-zero differences give p = 1
+    (nothing to detect). Raises ValueError when a and b differ in length or hold no or non-finite values.
     """
     a, b = _values(a, "a"), _values(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"paired: a has {a.size} values and b has {b.size}; expected one pair per seed")
     d = a - b
     better = d if higher_is_better else -d
-    out = {"n": int(d.size), "mean_diff": float(np.mean(d)),
-           "sd_diff": float(np.std(d, ddof=1)) if d.size > 1 else math.nan,
+    sd = float(np.std(d, ddof=1)) if d.size > 1 else math.nan
+    lo, hi, method = bootstrap_mean_ci(d, confidence)
+    n_nonzero = int(np.sum(d != 0))
+    out = {"n": int(d.size), "mean_diff": float(np.mean(d)), "sd_diff": sd,
            "wins": int(np.sum(better > 0)), "ties": int(np.sum(d == 0)), "losses": int(np.sum(better < 0)),
-           "ci_low": math.nan, "ci_high": math.nan, "t_stat": math.nan, "t_p": math.nan,
-           "w_stat": math.nan, "w_p": math.nan}
+           "ci_low": lo, "ci_high": hi, "ci_method": method, "t_ci_low": math.nan, "t_ci_high": math.nan,
+           "d_z": float(np.mean(d)) / sd if sd and np.isfinite(sd) else math.nan,
+           "hodges_lehmann": hodges_lehmann(d), "t_stat": math.nan, "t_p": math.nan,
+           "w_stat": math.nan, "w_p": math.nan, "n_nonzero": n_nonzero, "w_p_min": wilcoxon_min_p(n_nonzero)}
     if np.all(d == 0):
-        out.update(ci_low=0.0, ci_high=0.0, t_p=1.0, w_p=1.0)
+        out.update(t_ci_low=0.0, t_ci_high=0.0, t_p=1.0, w_p=1.0)
         return out
     if d.size < 2:
         return out
     if np.all(d == d[0]):  # constant non-zero difference: sd = 0, the t statistic is infinite
-        out.update(ci_low=float(d[0]), ci_high=float(d[0]))
+        out.update(t_ci_low=float(d[0]), t_ci_high=float(d[0]))
     else:
         t = stats.ttest_rel(a, b)
         ci = t.confidence_interval(confidence)
-        out.update(t_stat=float(t.statistic), t_p=float(t.pvalue), ci_low=float(ci.low), ci_high=float(ci.high))
+        out.update(t_stat=float(t.statistic), t_p=float(t.pvalue), t_ci_low=float(ci.low),
+                   t_ci_high=float(ci.high))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # scipy warns when zeros/ties force the normal approximation
         w = stats.wilcoxon(a, b)
@@ -98,11 +200,14 @@ def adjust_bh(pvalues) -> list[float]:
 
 
 def classify(result: dict, alpha: float = ALPHA, p_keys=("w_p", "t_p")) -> str:
-    """The category of a `paired` result: "same" (every difference 0), "untestable" (a p is nan), "higher" or
-    "lower" (a significantly above / below b: every p in p_keys below alpha), "none" (no p below alpha: no
-    significant difference) or "inconclusive" (the tests disagree)."""
+    """The category of a `paired` result: "same" (every difference 0), "underpowered" (the Wilcoxon test cannot
+    reach alpha with these seeds: w_p_min >= alpha), "untestable" (a p is nan), "higher" or "lower" (a
+    significantly above / below b: every p in p_keys below alpha), "none" (no p below alpha: no significant
+    difference) or "inconclusive" (the tests disagree)."""
     if result["ties"] == result["n"]:
         return "same"
+    if result.get("w_p_min", 0.0) >= alpha and any(k.startswith("w_p") for k in p_keys):
+        return "underpowered"
     ps = [result[k] for k in p_keys]
     if not all(np.isfinite(p) for p in ps):
         return "untestable"
@@ -115,16 +220,22 @@ def verdict(result: dict, a: str, b: str, metric: str, alpha: float = ALPHA, p_k
     """The conclusion of a `paired` result in words, e.g. "no significant difference in ... between a and b".
 
     Significant only when the Wilcoxon and the paired t-test p (result[p_keys], e.g. BH-adjusted ones) are
-    both below alpha; when one is and the other is not, the result is called inconclusive. The sentence gives
-    the mean difference's 95 % CI, so a "no significant difference" also says how large an effect the data
-    rule out.
+    both below alpha; when one is and the other is not, the result is called inconclusive; when the seed count
+    cannot let the Wilcoxon test reach alpha, it says so instead of "no significant difference". The sentence
+    gives the mean difference's 95 % CI and Cohen's d_z, so a "no significant difference" also says how large an
+    effect the data rule out.
     """
     lo, hi = result["ci_low"], result["ci_high"]
-    ci = (f"mean {metric} difference {result['mean_diff']:+.3g}, 95 % CI [{lo:+.3g}, {hi:+.3g}], "
-          f"n = {result['n']} seeds")
+    dz = result.get("d_z", math.nan)
+    ci = (f"mean {metric} difference {result['mean_diff']:+.3g}, 95 % CI [{lo:+.3g}, {hi:+.3g}]"
+          + (f", d_z {dz:+.2f}" if np.isfinite(dz) else "") + f", n = {result['n']} seeds")
     kind = classify(result, alpha, p_keys)
     if kind == "same":
         return f"{a} and {b} give the same {metric} on every seed"
+    if kind == "underpowered":
+        return (f"{a} against {b} cannot be significant with {result['n_nonzero']} non-zero paired differences "
+                f"(the smallest Wilcoxon p they allow is {result['w_p_min']:.3g} >= {alpha}; "
+                f"{seeds_needed(alpha)} are needed) ({ci})")
     if kind == "untestable":
         return f"too few seeds to test {a} against {b} ({ci})"
     if kind in ("higher", "lower"):

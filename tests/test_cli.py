@@ -101,3 +101,83 @@ def test_filtered_plot_has_only_the_selected_panels(tmp_path):
     # one GELU form x one dtype: one panel of 4.2 x 3.0 inches at 90 dpi (plot_errors' figsize per panel)
     assert (w, h) == (round(4.2 * 90), round(3.0 * 90))
     assert "errors_order1.png" not in (tmp_path / "report.md").read_text()
+
+
+# ------------------------------------------------------------------------ summaries, fault kinds, --fail-on-new
+
+
+def _parity_json(tmp_path, *argv):
+    assert gelulab.main(["parity", *argv, "--no-plots", "--out", str(tmp_path)]) == 0
+    return json.loads((tmp_path / "parity.json").read_text())
+
+
+def _summary_row(md: str, *cells) -> list[str]:
+    head = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    for line in md.splitlines()[2:]:
+        row = [c.strip() for c in line.strip("|").split("|")]
+        if row[:len(cells)] == list(cells):
+            return dict(zip(head, row))
+    raise AssertionError(f"no summary row {cells}")
+
+
+def test_summary_of_one_derivative_order_covers_exactly_the_cells_that_ran(tmp_path):
+    data = _parity_json(tmp_path, "--backend", "numpy", "--impl", "builtin", "--activation", "gelu_tanh",
+                        "--dtype", "float64", "--order", "2")
+    head = data["summary_md"].splitlines()[0]
+    assert "max ULP f''" in head and "max ULP f |" not in head and "max ULP f' |" not in head
+    row = _summary_row(data["summary_md"], "numpy", "builtin", "gelu(tanh)", "float64")
+    flagged = [c for c in data["cells"] if not c["passed"]]
+    assert flagged and int(row["flagged"]) == len(flagged)  # not a silent 0 for cells that were flagged
+    worst = max(c["max_ulp_normal"] for c in data["cells"])
+    assert worst > 0 and float(row["max ULP f''"]) == pytest.approx(worst, rel=1e-2)
+
+
+COMPILED = next((b for b in ("jax", "tensorflow") if b in __import__("conftest").SELECTED), None)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="needs jax or tensorflow (a compiled mode that compiles quickly)")
+def test_summary_of_compiled_mode_alone_is_not_zero(tmp_path):
+    data = _parity_json(tmp_path, "--backend", COMPILED, "--mode", "compiled", "--impl", "builtin",
+                        "--activation", "gelu_tanh", "--dtype", "float32", "--order", "0")
+    assert {c["mode"] for c in data["cells"]} == {"compiled"}
+    row = _summary_row(data["summary_md"], COMPILED, "builtin", "gelu(tanh)", "float32")
+    # the tanh builtin cancels in the negative tail (a known fault): its error is large, and so is the summary
+    assert float(row["max ULP f"]) == pytest.approx(max(c["max_ulp_normal"] for c in data["cells"]), rel=1e-2)
+    assert float(row["max ULP f"]) > 1000 and int(row["flagged"]) > 0
+
+
+def test_flagged_cells_are_split_by_kind(tmp_path):
+    data = _parity_json(tmp_path, "--backend", "numpy", "--activation", "gelu_none,gelu_tanh", "--dtype",
+                        "float64", "--order", "0,1")
+    kinds = {(c["impl"], c["activation"], c["order"], c["region"]): c["flag"] for c in data["cells"] if c["flag"]}
+    # numpy's builtin is PyTorch OpInfo's reference: a known fault with no upstream report
+    assert kinds[("builtin", "gelu_none", 0, "negative_tail")] == "unreported"
+    # gelulab's own float64 tanh-form derivative (subnormal intermediate): gelulab's own, not upstream
+    assert kinds[("formula", "gelu_tanh", 1, "negative_tail")] == "gelulab"
+    assert data["n_flagged"] == data["n_upstream"] + data["n_unreported"] + data["n_own"] + data["n_new"]
+    assert data["n_new"] == 0 and data["n_own"] >= 1 and data["n_unreported"] >= 1
+    text = (tmp_path / "report.md").read_text()
+    assert f"{data['n_own']} of gelulab's own float64 formula" in text and "| gelulab's own formula |" in text
+
+
+def test_fault_kind_defaults_for_new_entries():
+    from gelulab.core.known_faults import KnownFault
+
+    assert KnownFault("r", "https://github.com/pytorch/pytorch/issues/1").classification == "upstream"
+    assert KnownFault("r", "no upstream report found (2026-11)").classification == "unreported"
+    assert KnownFault("r", "https://x", impl="formula").classification == "gelulab"
+    assert KnownFault("r", "https://x", kind="unreported").classification == "unreported"
+
+
+def test_fail_on_new_exits_1_only_for_a_cell_no_known_fault_explains(tmp_path, monkeypatch, capsys):
+    argv = ["parity", "--backend", "numpy", "--impl", "builtin", "--activation", "gelu_tanh", "--dtype", "float32",
+            "--order", "0", "--no-plots", "--fail-on-new"]
+    assert gelulab.main([*argv, "--out", str(tmp_path / "known")]) == 0  # flagged, but every cell is known
+    monkeypatch.setattr("gelulab.experiments.parity.engine.known_fault", lambda group, region: None)
+    capsys.readouterr()
+    assert gelulab.main([*argv, "--out", str(tmp_path / "new")]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]  # after the progress bar: one line
+    assert last.startswith("gelulab parity: ") and \
+        "cells beyond tolerance match no known fault (numpy/builtin/gelu_tanh/float32" in last
+    data = json.loads((tmp_path / "new" / "parity.json").read_text())
+    assert data["n_new"] == data["n_flagged"] > 0

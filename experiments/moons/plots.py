@@ -124,12 +124,13 @@ def plot_decision_boundaries(results, path) -> Path:
 
 
 def plot_test_accuracy(results, path) -> Path:
-    """Left: test accuracy per arm, one point per seed, colour per backend (marker per regime), mean +- 95 %
-    CI.
+    """Left: test accuracy per arm, one point per seed, colour per backend (marker per regime), mean and the
+    Wilson 95 % CI of the summary.
     Right: paired difference GELU form - ReLU per seed (percentage points)."""
     plt = _plt()
     rows, arms = _rows(results), results["config"]["arms"]
-    summary = {(r["backend"], r["regime"], r["arm"]): r["test_acc"] for r in results["summary"]}
+    # a pooled summary row ("jax = torch", identical backends) serves each of its backends
+    summary = {(b, r["regime"], r["arm"]): r["test_acc"] for r in results["summary"] for b in r["backend"].split(" = ")}
     gelu = [a for a in arms if a != "relu"]
     has_diff = "relu" in arms and gelu
     fig, axes = plt.subplots(1, 2 if has_diff else 1, figsize=(13 if has_diff else 7.5, 4.8), squeeze=False,
@@ -145,7 +146,7 @@ def plot_test_accuracy(results, path) -> Path:
             axes[0, 0].scatter(x, acc, s=12, color=COLORS.get(b, "k"), marker=MARKERS.get(regime, "o"), alpha=0.6,
                                label=f"{b} ({regime})" if j == 0 else None)
             d = summary.get((b, regime, arm))
-            if d and np.isfinite(d["ci_low"]):
+            if d and np.isfinite(d["ci_low"]) and np.isfinite(d["mean"]):
                 axes[0, 0].errorbar(j + off + width * 0.3, 100 * d["mean"], color="k",
                                     yerr=[[100 * (d["mean"] - d["ci_low"])], [100 * (d["ci_high"] - d["mean"])]],
                                     fmt="_", markersize=10, capsize=3, lw=1.2)

@@ -1,14 +1,22 @@
 """The moons study's analysis and Markdown report, from the run records alone (backend-free).
 
-analyse(cfg, runs) -> {summary, paired, agreement, defaults, conclusions}
-  summary    per backend x regime x arm (study dtype): test accuracy and test loss with mean, sd, 95 % CI,
-             final train / validation loss, seeds won (the arm's test accuracy strictly above every other's)
-  paired     per backend x regime x GELU form: the paired difference GELU form - ReLU of test accuracy and of
-             test loss (core.stats.paired: CI, Wilcoxon, t-test, seeds won), both p-values adjusted
-             (Benjamini-Hochberg) within each metric's family, and the verdict in words
-  agreement  matched regime, per dtype x arm: how far the backends' training-loss trajectories and final
-             losses are apart (max over backend pairs and seeds); in float64 it must be <= AGREEMENT_TOL
-  defaults   when both regimes ran: per backend x arm, native - matched test accuracy (paired by seed)
+analyse(cfg, runs) -> {summary, paired, agreement, defaults, divergence, pooled, conclusions}
+  summary     per backend x regime x arm (study dtype): test accuracy (mean, sd, Wilson 95 % CI of the pooled
+              test points, inside [0, 1]) and test loss (geometric mean and its log-scale 95 % CI, > 0), final
+              train / validation loss, seeds won (the arm's test accuracy strictly above every other's), runs
+              that diverged
+  paired      per backend x regime x GELU form: the paired difference GELU form - ReLU of test accuracy and of
+              test loss (core.stats.paired: bootstrap BCa CI, Cohen's d_z, Hodges-Lehmann estimate, Wilcoxon
+              with the smallest p the seeds allow, t-test, seeds won), both p-values adjusted
+              (Benjamini-Hochberg) within each metric's family, and the verdict in words
+  agreement   matched regime, per dtype x arm: how far the backends' training-loss trajectories and final
+              losses are apart (max over backend pairs and seeds); in float64 it must be <= AGREEMENT_TOL
+  pooled      matched regime, study dtype: the groups of backends whose runs are identical (equal test accuracy
+              on every seed, losses within AGREEMENT_TOL); each group counts once in summary and paired, so
+              three copies of the same numbers are not three comparisons
+  divergence  every run that diverged or did not learn: a non-finite loss, a final training loss >= ln 2 (the
+              loss of always predicting 1/2), or a test accuracy not above chance (one-sided binomial test)
+  defaults    when both regimes ran: per backend x arm, native - matched test accuracy (paired by seed)
 markdown(results) renders them.
 """
 from __future__ import annotations
@@ -24,8 +32,9 @@ from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.config import split_sizes
 
 AGREEMENT_TOL = 1e-6  # float64 matched training losses of the backends agree within this
-ACCURACY_BAR = 0.94  # the article's setting: every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
+ACCURACY_BAR = 0.94  # every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
 BASELINE = "relu"
+CHANCE_LOSS = math.log(2)  # BCE of always predicting 1/2: a trained network must do better on its training set
 
 
 def _label(arm: str) -> str:
@@ -37,19 +46,110 @@ def _select(runs, **kw) -> list:
 
 
 def _by_seed(runs, metric: str) -> dict:
-    return {r["seed"]: r["metrics"][metric] for r in runs}
+    """{seed: value} of the runs whose `metric` is finite."""
+    return {r["seed"]: r["metrics"][metric] for r in runs if math.isfinite(r["metrics"][metric])}
 
 
 def _keys(runs, field: str) -> list:
     return list(dict.fromkeys(r[field] for r in runs))
 
 
+def _n_test(cfg) -> int:
+    return split_sizes(cfg.n_samples, cfg.val_fraction, cfg.test_fraction)[2]
+
+
+def divergence(cfg, runs, alpha: float = stats.ALPHA) -> list[dict]:
+    """The runs that diverged or did not learn, each {backend, regime, dtype, arm, seed, reasons, kinds} (kinds:
+    the reasons without their numbers): "non-finite
+    loss" (a loss or a loss curve holds nan/inf), "final training loss X >= ln 2" (worse than always predicting
+    1/2), "test accuracy X % not above chance" (one-sided binomial test of the correct test points against 1/2,
+    core.stats.above_chance, at alpha)."""
+    n_test = _n_test(cfg)
+    out = []
+    for r in runs:
+        m, reasons, kinds = r["metrics"], [], []
+        losses = [m["train_loss"], m["val_loss"], m["test_loss"], *r["curves"]["train_loss"],
+                  *r["curves"]["val_loss"]]
+        if not all(math.isfinite(v) for v in losses):
+            reasons.append("non-finite loss")
+            kinds.append("non-finite loss")
+        elif m["train_loss"] >= CHANCE_LOSS:
+            reasons.append(f"final training loss {m['train_loss']:.3g} >= ln 2")
+            kinds.append("final training loss >= ln 2")
+        if not math.isfinite(m["test_acc"]) or not stats.above_chance(round(m["test_acc"] * n_test), n_test,
+                                                                        alpha=alpha):
+            reasons.append(f"test accuracy {100 * m['test_acc']:.1f} % not above chance")
+            kinds.append("test accuracy not above chance")
+        if reasons:
+            out.append({k: r[k] for k in ("backend", "regime", "dtype", "arm", "seed")}
+                       | {"reasons": reasons, "kinds": kinds})
+    return out
+
+
+def _identical(cfg, a: list, b: list) -> bool:
+    """Whether two backends' matched runs of the study dtype are the same numbers: the same (arm, seed) runs,
+    equal test accuracy, and training-loss trajectory, final training loss and test loss within AGREEMENT_TOL."""
+    ka = {(r["arm"], r["seed"]): r for r in a}
+    kb = {(r["arm"], r["seed"]): r for r in b}
+    if set(ka) != set(kb) or not ka:
+        return False
+    for k, r1 in ka.items():
+        r2 = kb[k]
+        m1, m2 = r1["metrics"], r2["metrics"]
+        if m1["test_acc"] != m2["test_acc"]:
+            return False
+        d = np.abs(np.subtract(r1["curves"]["train_loss"], r2["curves"]["train_loss"]))
+        gaps = [float(d.max()), abs(m1["train_loss"] - m2["train_loss"]), abs(m1["test_loss"] - m2["test_loss"])]
+        if not all(math.isfinite(g) and g <= AGREEMENT_TOL for g in gaps):
+            return False
+    return True
+
+
+def pooled_backends(cfg, runs) -> list[list[str]]:
+    """Matched regime, study dtype: the backends grouped by identical results (`_identical` with the group's
+    first backend), in run order; a backend that matches no other is a group of its own."""
+    matched = _select(runs, regime="matched", dtype=cfg.dtype)
+    groups: list[list[str]] = []
+    for b in _keys(matched, "backend"):
+        mine = _select(matched, backend=b)
+        for g in groups:
+            if _identical(cfg, _select(matched, backend=g[0]), mine):
+                g.append(b)
+                break
+        else:
+            groups.append([b])
+    return groups
+
+
+def _pool(cfg, runs, groups) -> list:
+    """The runs with each pooled group of the matched regime (study dtype) kept once, labelled "a = b = c"."""
+    label = {g[0]: " = ".join(g) for g in groups if len(g) > 1}
+    dropped = {b for g in groups for b in g[1:]}
+    out = []
+    for r in runs:
+        if r["regime"] == "matched" and r["dtype"] == cfg.dtype:
+            if r["backend"] in dropped:
+                continue
+            if r["backend"] in label:
+                r = {**r, "backend": label[r["backend"]]}
+        out.append(r)
+    return out
+
+
+def _nan_summary() -> dict:
+    return {"n": 0, "mean": math.nan, "sd": math.nan, "geo_mean": math.nan, "ci_low": math.nan,
+            "ci_high": math.nan}
+
+
 def summary_rows(cfg, runs) -> list[dict]:
-    """Per backend x regime x arm of the study dtype: describe() of test_acc and test_loss, mean final train
-    and
-    val loss, seeds won."""
+    """Per backend x regime x arm of the study dtype (runs as given: pooled or not): the test accuracy
+    (core.stats.accuracy_summary: Wilson CI of the pooled test points) and test loss (core.stats.positive_summary:
+    geometric mean, log-scale CI) over the runs whose values are finite, mean final train and val loss, seeds won,
+    runs that diverged (see `divergence`)."""
     rows = []
     study = _select(runs, dtype=cfg.dtype)
+    n_test = _n_test(cfg)
+    diverged = {(d["backend"], d["regime"], d["arm"], d["seed"]) for d in divergence(cfg, study)}
     for b in _keys(study, "backend"):
         for regime in _keys(study, "regime"):
             group = _select(study, backend=b, regime=regime)
@@ -60,20 +160,24 @@ def summary_rows(cfg, runs) -> list[dict]:
                     continue
                 won = sum(1 for s, v in acc[arm].items()
                           if all(v > acc[o].get(s, -math.inf) for o in cfg.arms if o != arm))
+                accs = list(acc[arm].values())
+                losses = list(_by_seed(rs, "test_loss").values())
+                finite = [r for r in rs if math.isfinite(r["metrics"]["train_loss"])]
                 rows.append({
                     "backend": b, "regime": regime, "arm": arm, "n": len(rs),
-                    "test_acc": stats.describe([r["metrics"]["test_acc"] for r in rs]),
-                    "test_loss": stats.describe([r["metrics"]["test_loss"] for r in rs]),
-                    "train_loss": float(np.mean([r["metrics"]["train_loss"] for r in rs])),
-                    "val_loss": float(np.mean([r["metrics"]["val_loss"] for r in rs])),
-                    "won": won,
+                    "test_acc": stats.accuracy_summary(accs, n_test) if accs else _nan_summary(),
+                    "test_loss": stats.positive_summary(losses) if losses else _nan_summary(),
+                    "train_loss": float(np.mean([r["metrics"]["train_loss"] for r in finite])) if finite else math.nan,
+                    "val_loss": float(np.mean([r["metrics"]["val_loss"] for r in finite])) if finite else math.nan,
+                    "won": won, "diverged": sum((b, regime, arm, r["seed"]) in diverged for r in rs),
                 })
     return rows
 
 
 def paired_rows(cfg, runs, alpha: float = stats.ALPHA) -> list[dict]:
-    """GELU form - ReLU per backend x regime (study dtype), for test accuracy and test loss. Both p-values are
-    Benjamini-Hochberg adjusted within each metric's family of comparisons; the verdict uses the adjusted ones."""
+    """GELU form - ReLU per backend x regime (study dtype; runs as given: pooled or not), for test accuracy and
+    test loss, over the seeds where both values are finite. Both p-values are Benjamini-Hochberg adjusted within
+    each metric's family of comparisons; the verdict uses the adjusted ones."""
     if BASELINE not in cfg.arms:
         return []
     rows = []
@@ -158,13 +262,39 @@ def defaults_rows(cfg, runs) -> list[dict]:
 
 _KINDS = {"higher": "significantly higher", "lower": "significantly lower", "none": "no significant difference",
           "inconclusive": "inconclusive (Wilcoxon and t-test disagree)", "same": "identical on every seed",
-          "untestable": "too few seeds to test"}
+          "untestable": "too few seeds to test", "underpowered": "cannot be significant with these seeds"}
 
 
-def conclusions(cfg, summary, paired, agreement) -> list[str]:
-    """Sentences the numbers support: per metric, how the GELU-vs-ReLU comparisons came out, and whether the
-    float64 matched backends agree."""
+def conclusions(cfg, summary, paired, agreement, diverged=(), pooled=()) -> list[str]:
+    """Sentences the numbers support: a warning first when runs diverged, the power limit of the seed count,
+    the pooled backends, per metric how the GELU-vs-ReLU comparisons came out, and whether the float64 matched
+    backends agree."""
     out = []
+    if diverged:
+        per = {}
+        for d in diverged:
+            per.setdefault((d["backend"], d["regime"], d["dtype"], d["arm"]), []).append(d)
+        parts = "; ".join(f"{b}/{regime}/{dtype}/{_label(arm)} {len(ds)} runs ({', '.join(sorted({x for d in ds for x in d['kinds']}))})"
+                          for (b, regime, dtype, arm), ds in list(per.items())[:6])
+        out.append(f"**WARNING: {len(diverged)} runs diverged or did not learn** — {parts}"
+                   f"{'; ...' if len(per) > 6 else ''}. Their statistics below use only finite values; "
+                   "lower --lr or check the setup.")
+    limited = [r for r in paired if r["kind"] == "underpowered"]
+    if limited:
+        n = len(cfg.seeds)
+        out.append(f"With {n} seeds the Wilcoxon signed-rank test cannot give a p below {stats.wilcoxon_min_p(n):.4g} "
+                   "(scipy.stats.wilcoxon, exact; higher still where seeds tie, as tied seeds are dropped), so "
+                   f"{len(limited)} of {len(paired)} comparisons cannot be significant at alpha = {stats.ALPHA} "
+                   f"whatever the data; at least {stats.seeds_needed(stats.ALPHA)} seeds with non-zero differences "
+                   "are needed. Their intervals and effect sizes still say how large a difference the data allow.")
+    for group in pooled:
+        if len(group) > 1:
+            row = next((r for r in agreement if r["dtype"] == cfg.dtype), None)
+            gap = f"; trajectories at most {row['max_traj']:.2g} apart" if row else ""
+            out.append(f"Matched regime, {cfg.dtype}: {', '.join(group)} give identical results (equal test "
+                       f"accuracy on every seed, losses within {AGREEMENT_TOL:g}{gap}, see the agreement table); "
+                       f"they are reported once, as “{' = '.join(group)}”, and count as one comparison, not "
+                       f"{len(group)}.")
     for metric, name, f in (("test_acc", "test accuracy", lambda v: f"{100 * v:+.2f} pp"),
                             ("test_loss", "test loss", lambda v: f"{v:+.4f}")):
         fam = [r for r in paired if r["metric"] == metric]
@@ -177,10 +307,10 @@ def conclusions(cfg, summary, paired, agreement) -> list[str]:
         diffs = [r["mean_diff"] for r in fam]
         out.append(f"{name}, GELU form − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
                    f"{len(cfg.seeds)} seeds, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
-                   f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI lies within "
-                   f"[{f(lo)}, {f(hi)}].")
+                   f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI (bootstrap BCa) lies "
+                   f"within [{f(lo)}, {f(hi)}].")
         out += [f"{r['backend']}/{r['regime']}: {r['verdict']}." for r in fam if r["kind"] in ("higher", "lower")]
-    bar = [r for r in summary if r["arm"] in ("relu", "gelu_none")]
+    bar = [r for r in summary if r["arm"] in ("relu", "gelu_none") and np.isfinite(r["test_acc"]["mean"])]
     if bar:
         worst = min(bar, key=lambda r: r["test_acc"]["mean"])
         ok = worst["test_acc"]["mean"] >= ACCURACY_BAR
@@ -201,11 +331,15 @@ def conclusions(cfg, summary, paired, agreement) -> list[str]:
 
 def analyse(cfg, runs) -> dict:
     """The study's statistics from its run records (see the module docstring)."""
-    summary = summary_rows(cfg, runs)
-    paired = paired_rows(cfg, runs)
+    pooled = pooled_backends(cfg, runs)
+    view = _pool(cfg, runs, pooled)
+    summary = summary_rows(cfg, view)
+    paired = paired_rows(cfg, view)
     agreement = agreement_rows(cfg, runs)
+    diverged = divergence(cfg, runs)
     return {"summary": summary, "paired": paired, "agreement": agreement, "defaults": defaults_rows(cfg, runs),
-            "conclusions": conclusions(cfg, summary, paired, agreement)}
+            "divergence": diverged, "pooled": pooled,
+            "conclusions": conclusions(cfg, summary, paired, agreement, diverged, pooled)}
 
 
 # ------------------------------------------------------------------------------------------------ Markdown
@@ -223,29 +357,46 @@ def _p(v) -> str:
     return "—" if v is None or not np.isfinite(v) else (f"{v:.3f}" if v >= 1e-3 else f"{v:.1e}")
 
 
+def _loss(v) -> str:
+    return "—" if v is None or not np.isfinite(v) else f"{v:.4g}"
+
+
 def _summary_md(rows) -> str:
-    head = ["backend", "regime", "arm", "seeds", "test acc % mean", "sd", "95 % CI", "test loss mean", "sd",
-            "95 % CI", "final train loss", "final val loss", "seeds won"]
-    body = [[r["backend"], r["regime"], _label(r["arm"]), r["n"], _pct(r["test_acc"]["mean"]),
+    head = ["backend", "regime", "arm", "seeds", "diverged", "test acc % mean", "sd", "95 % CI (Wilson)",
+            "test loss geo. mean", "95 % CI (log scale)", "final train loss", "final val loss", "seeds won"]
+    body = [[r["backend"], r["regime"], _label(r["arm"]), r["n"], r.get("diverged", 0), _pct(r["test_acc"]["mean"]),
              _pct(r["test_acc"]["sd"]), f"[{_pct(r['test_acc']['ci_low'])}, {_pct(r['test_acc']['ci_high'])}]",
-             f"{r['test_loss']['mean']:.4f}", f"{r['test_loss']['sd']:.4f}",
-             f"[{r['test_loss']['ci_low']:.4f}, {r['test_loss']['ci_high']:.4f}]", f"{r['train_loss']:.4f}",
-             f"{r['val_loss']:.4f}", r["won"]] for r in rows]
-    return markdown_table(head, body)
+             _loss(r["test_loss"]["geo_mean"]),
+             f"[{_loss(r['test_loss']['ci_low'])}, {_loss(r['test_loss']['ci_high'])}]", _loss(r["train_loss"]),
+             _loss(r["val_loss"]), r["won"]] for r in rows]
+    return markdown_table(head, body) + (
+        "\nAccuracy CI: Wilson score interval of the correct test points pooled over seeds (test-point sampling; "
+        "the seed-to-seed spread is the sd). Loss: geometric mean over seeds and the t interval of the mean log "
+        "loss, exponentiated.\n")
 
 
 def _paired_md(rows) -> str:
-    head = ["backend", "regime", "GELU form − ReLU", "metric", "mean diff", "95 % CI", "Wilcoxon p (BH)",
-            "t-test p (BH)", "won / tied / lost", "verdict"]
+    head = ["backend", "regime", "GELU form − ReLU", "metric", "mean diff", "95 % CI (bootstrap)", "d_z",
+            "Hodges–Lehmann", "Wilcoxon p (BH) [min possible]", "t-test p (BH)", "won / tied / lost", "verdict"]
     body = []
     for r in rows:
         acc = r["metric"] == "test_acc"
         f = _pp if acc else (lambda v: "—" if not np.isfinite(v) else f"{v:+.4f}")
         body.append([r["backend"], r["regime"], _label(r["arm"]), "test acc (pp)" if acc else "test loss",
                      f(r["mean_diff"]), f"[{f(r['ci_low'])}, {f(r['ci_high'])}]",
-                     f"{_p(r['w_p'])} ({_p(r['w_p_bh'])})", f"{_p(r['t_p'])} ({_p(r['t_p_bh'])})",
+                     "—" if not np.isfinite(r["d_z"]) else f"{r['d_z']:+.2f}", f(r["hodges_lehmann"]),
+                     f"{_p(r['w_p'])} ({_p(r['w_p_bh'])}) [{_p(r['w_p_min'])}]", f"{_p(r['t_p'])} ({_p(r['t_p_bh'])})",
                      f"{r['wins']} / {r['ties']} / {r['losses']}", _KINDS[r["kind"]]])
-    return markdown_table(head, body)
+    return markdown_table(head, body) + (
+        "\nCI: scipy.stats.bootstrap BCa interval of the mean paired difference (percentile where BCa is undefined); "
+        "d_z: mean / sd of the paired differences (Cohen's d for paired samples); Hodges–Lehmann: median of the "
+        "Walsh averages; [min possible]: the smallest two-sided Wilcoxon p these seeds can give.\n")
+
+
+def _divergence_md(rows) -> str:
+    head = ["backend", "regime", "dtype", "arm", "seed", "why"]
+    return markdown_table(head, [[r["backend"], r["regime"], r["dtype"], _label(r["arm"]), r["seed"],
+                                  "; ".join(r["reasons"])] for r in rows])
 
 
 def _agreement_md(rows) -> str:
@@ -279,7 +430,10 @@ def _setup_md(results) -> str:
     recipes = {}
     for r in results["runs"]:
         recipes.setdefault((r["backend"], r["regime"]), r["recipe"])
+    env = results.get("environment", {})
     lines = [
+        (f"- command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit "
+         f"{env.get('git_commit') or 'unknown'}"),
         (f"- make_moons: {c['n_samples']} samples, noise {c['noise']}, stratified split train/val/test "
         f"{n_train}/{n_val}/{n_test}"
         "; the test set is evaluated once, after the last epoch (no early stopping, no model selection)."),
@@ -299,7 +453,8 @@ def _setup_md(results) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("setup", "conclusions", "summary", "paired", "agreement", "defaults", "timing", "plots", "environment")
+SECTIONS = ("setup", "conclusions", "summary", "paired", "divergence", "agreement", "defaults", "timing", "plots",
+            "environment")
 
 
 def markdown(results: dict, sections=SECTIONS) -> str:
@@ -310,6 +465,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "conclusions": ("Conclusions", lambda: "\n".join(f"- {c}" for c in results["conclusions"]) + "\n"),
         "summary": ("Test accuracy and loss per backend × regime × arm", lambda: _summary_md(results["summary"])),
         "paired": ("Paired differences: GELU form − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
+        "divergence": ("Runs that diverged or did not learn", lambda: _divergence_md(results["divergence"])),
         "agreement": ("Cross-backend agreement (matched regime)", lambda: _agreement_md(results["agreement"])),
         "defaults": ("What the framework defaults change: native − matched",
                      lambda: _defaults_md(results["defaults"])),
@@ -324,7 +480,9 @@ def markdown(results: dict, sections=SECTIONS) -> str:
     out = ["# gelulab moons: ReLU vs GELU on make_moons\n"]
     for name in sections:
         title, render = parts[name]
-        if name in ("paired", "agreement", "defaults") and not results.get(name):
+        if name in ("paired", "agreement", "defaults", "divergence") and not results.get(name):
+            continue
+        if name == "plots" and not results.get("runs"):
             continue
         out.append(f"## {title}\n\n{render()}")
     return "\n".join(out)

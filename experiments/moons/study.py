@@ -6,11 +6,15 @@ weights and order, shared by every arm and backend (paired comparisons); regimes
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
 
-Robustness: every finished (backend, regime, dtype, arm, seed) run is written atomically to
+Robustness: the results folder is checked before any training (core.output.check_writable); every finished
+(backend, regime, dtype, arm, seed) run is written atomically to
 `<out>/runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json`; a rerun with the same --out skips the groups whose
-runs are all on disk and retrains a group with any run missing from its start, so an interrupted study resumes
-with the same numbers as an uninterrupted one (a group is the unit of work: its seeds finish together). A
-results folder holds runs of one configuration; runs made with other settings are refused before any training.
+runs are all on disk and retrains a group with any run missing from its start, so an interrupted study (Ctrl-C:
+one line says what was kept) resumes with the same numbers as an uninterrupted one (a group is the unit of work:
+its seeds finish together). A results folder holds runs of one configuration: runs made with other settings are
+refused before any training. A run file that cannot be used ({}, not JSON, missing fields) is set aside
+(`seed<k>.json.damaged-<n>`, kept) and only its group retrained; runs made with other versions of gelulab, numpy,
+scikit-learn or the framework are set aside (`seed<k>.json.stale-<n>`) and retrained, never mixed in.
 
 API for the main job:
     results = run_study(MoonsConfig(seeds=tuple(range(3))), "results/run/moons", ["jax", "torch"])
@@ -19,10 +23,13 @@ API for the main job:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
@@ -40,6 +47,8 @@ from gelulab.backends import (
     selected_backends,
 )
 from gelulab.core.config import threads as env_threads
+from gelulab.core.output import Interrupted, check_writable, set_aside
+from gelulab.core.provenance import package_versions, version_changes
 from gelulab.core.report import atomic_write_text, environment, write_json
 from gelulab.experiments.moons.config import (
     ARMS,
@@ -85,12 +94,90 @@ def _normalised(d: dict) -> dict:
     return json.loads(json.dumps(d))
 
 
-def _groups_to_train(cfg: MoonsConfig, out_dir, groups) -> list:
-    """The groups with a run missing on disk. Raises ValueError, before any training, when a stored run was
-    made
-    with other settings (naming the fields) or is unreadable."""
+RUN_METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc")
+_RUN_FIELDS = ("backend", "regime", "dtype", "arm", "seed", "metrics", "curves", "recipe", "timing", "versions")
+
+
+def run_versions(backend_versions: dict) -> dict:
+    """The versions part of a run's resume key: gelulab, numpy, scikit-learn (data) and the backend's packages
+    (the names of `backend_versions`, e.g. Backend.versions()), each read from the installed package metadata."""
+    return package_versions(("numpy", "sklearn", *backend_versions))
+
+
+def _number(v):
+    """A stored number (write_json turns nan/inf into strings) back into a float; None if it is not one."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if v in ("nan", "inf", "-inf"):
+        return float(v)
+    return None
+
+
+def _numbers(values, length=None):
+    """A list of stored numbers as floats, or None when it is not one (or not of `length`)."""
+    if not isinstance(values, list) or (length is not None and len(values) != length):
+        return None
+    out = [_number(v) for v in values]
+    return None if any(v is None for v in out) else out
+
+
+def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, str]:
+    """Read one run file: (record, kind, problem). kind is "ok" (record usable: numbers as floats, nan/inf
+    restored), "settings" (made with other settings; problem names the fields), "damaged" (not JSON, not a
+    record, a field missing or malformed, another run's record; problem says which) or "stale" (made with other
+    versions; problem names them, record returned). ident: (backend, regime, dtype, arm, seed) of the path."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, "damaged", f"not JSON ({e})"
+    if not isinstance(rec, dict):
+        return None, "damaged", f"holds a JSON {type(rec).__name__}, not a run record"
+    if not isinstance(rec.get("key"), dict):
+        return None, "damaged", "has no settings key"
     key = _normalised(cfg.run_key())
-    todo = []
+    diff = sorted(k for k in set(key) | set(rec["key"]) if key.get(k) != rec["key"].get(k))
+    if diff:
+        return None, "settings", ", ".join(f"{k}: stored {rec['key'].get(k)!r}, now {key.get(k)!r}" for k in diff)
+    missing = [k for k in _RUN_FIELDS if k not in rec]
+    if missing:
+        return None, "damaged", f"lacks {', '.join(missing)}"
+    if tuple(rec[k] for k in ("backend", "regime", "dtype", "arm", "seed")) != tuple(ident):
+        return None, "damaged", f"holds the run {[rec[k] for k in ('backend', 'regime', 'dtype', 'arm', 'seed')]}"
+    metrics = rec["metrics"] if isinstance(rec["metrics"], dict) else {}
+    values = {m: _number(metrics.get(m)) for m in RUN_METRICS}
+    bad = [m for m, v in values.items() if v is None]
+    if bad:
+        return None, "damaged", f"metrics {', '.join(bad)} missing or not numbers"
+    curves = rec["curves"] if isinstance(rec["curves"], dict) else {}
+    parsed = {c: _numbers(curves.get(c), cfg.epochs) for c in ("train_loss", "val_loss")}
+    if any(v is None for v in parsed.values()):
+        return None, "damaged", f"curves are not {cfg.epochs} numbers per loss"
+    timing = rec["timing"] if isinstance(rec["timing"], dict) else {}
+    if any(_number(timing.get(t)) is None for t in ("group_wall_s", "group_cpu_s")):
+        return None, "damaged", "timing missing"
+    if not isinstance(rec["versions"], dict) or not isinstance(rec["recipe"], str):
+        return None, "damaged", "versions or recipe malformed"
+    rec = {**rec, "metrics": values, "curves": parsed}
+    if "grid_logits" in rec:  # the decision-boundary plot's seed only
+        grid = _numbers(rec["grid_logits"], cfg.grid_size ** 2)
+        if grid is None:
+            return None, "damaged", f"grid_logits are not {cfg.grid_size ** 2} numbers"
+        rec["grid_logits"] = grid
+    stored = rec.get("key_versions")
+    if not isinstance(stored, dict):  # a run file of a gelulab that did not record versions
+        return rec, "stale", "no version record"
+    changes = version_changes(stored, package_versions([n for n in stored if n != "gelulab"]))
+    return rec, ("stale" if changes else "ok"), ", ".join(changes)
+
+
+def _groups_to_train(cfg: MoonsConfig, out_dir, groups) -> list:
+    """The groups with a run missing on disk. Before any training: raises ValueError naming the fields when a
+    stored run was made with other settings (nothing is moved then); sets aside (core.output.set_aside) each
+    damaged run file and the runs made with other versions, one line each on stderr, and counts their groups as
+    missing."""
+    todo, damaged, stale = [], [], []
     for g in groups:
         b, regime, dtype, arm, seeds = g
         missing = False
@@ -99,18 +186,32 @@ def _groups_to_train(cfg: MoonsConfig, out_dir, groups) -> list:
             if not p.exists():
                 missing = True
                 continue
-            try:
-                rec = json.loads(p.read_text())
-            except (OSError, json.JSONDecodeError) as e:
-                raise ValueError(f"results folder {out_dir}: cannot read {p} ({e}); delete it to retrain") from e
-            diff = sorted(k for k in set(key) | set(rec.get("key", {})) if key.get(k) != rec.get("key", {}).get(k))
-            if diff:
-                shown = ", ".join(f"{k}: stored {rec.get('key', {}).get(k)!r}, now {key.get(k)!r}" for k in diff)
-                raise ValueError(f"results folder {out_dir} holds runs made with other settings ({shown}); "
-                                 "use another --out or delete the folder")
+            _, kind, problem = read_run(p, cfg, (b, regime, dtype, arm, s))
+            if kind == "settings":
+                raise ValueError(f"results folder {out_dir} holds runs made with other settings ({problem}; in "
+                                 f"{p}); use another --out or delete the folder")
+            if kind in ("damaged", "stale"):
+                (damaged if kind == "damaged" else stale).append((p, problem))
+                missing = True
         if missing:
             todo.append(g)
+    for p, problem in damaged:
+        moved = set_aside(p, "damaged")
+        print(f"moons: {p} is damaged ({problem}); kept as {moved.name}, its group is retrained", file=sys.stderr)
+    for p, _ in stale:
+        set_aside(p, "stale")
+    if stale:
+        print(f"moons: {len(stale)} stored runs were made with other versions ({stale[0][1]}); kept as "
+              f"seed<k>.json.stale-<n> and retrained, not mixed in", file=sys.stderr)
     return todo
+
+
+def stored_summary(cfg: MoonsConfig, out_dir, backends) -> str:
+    """"N of M runs are stored in <out>/runs" for the plan of (cfg, backends) (what an interrupt kept)."""
+    groups = plan(cfg, backends)
+    total = sum(len(g[4]) for g in groups)
+    done = sum(run_path(out_dir, b, r, d, a, s).exists() for b, r, d, a, seeds in groups for s in seeds)
+    return f"{done} of {total} moons runs are stored in {Path(out_dir) / 'runs'}"
 
 
 def check_backends(backends) -> tuple[list[str], dict]:
@@ -149,6 +250,7 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
     backend = get_backend(backend_name)
     module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     versions = backend.versions()
+    key_versions = run_versions(versions)
     startup = time.perf_counter() - t0
     key = cfg.run_key()
     datasets = {}
@@ -173,7 +275,7 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
                 "curves": {"train_loss": out.train_loss[i].tolist(), "val_loss": out.val_loss[i].tolist()},
                 "recipe": out.recipe,
                 "timing": {"group_wall_s": wall, "group_cpu_s": cpu, "group_seeds": len(seeds)},
-                "versions": versions, "key": key,
+                "versions": versions, "key": key, "key_versions": key_versions,
             }
             if s == cfg.plot_seed and dtype == cfg.dtype:
                 rec["grid_logits"] = out.logits_grid[i].tolist()
@@ -191,8 +293,41 @@ def _queue_report(queue):
 
 
 def _worker(backend_name, cfg_dict, out_dir, groups, queue):
-    """Worker-process entry: train_groups with progress sent through `queue`."""
-    return train_groups(backend_name, cfg_dict, out_dir, groups, _queue_report(queue))
+    """Worker-process entry: train_groups with progress sent through `queue`. Ctrl-C reaches the workers too:
+    each returns None quietly (its finished groups are on disk) and the main process reports the interrupt."""
+    try:
+        return train_groups(backend_name, cfg_dict, out_dir, groups, _queue_report(queue))
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (terminal and main process) is moot
+        return None
+
+
+@contextlib.contextmanager
+def _interrupts_reach_workers():
+    """While training in worker processes: SIGINT or SIGTERM to the main process is passed on to the workers as
+    SIGINT (each stops after its current group; its finished groups are on disk) before KeyboardInterrupt is
+    raised here, so `kill -INT <pid>` stops the study as promptly as Ctrl-C in a terminal, which signals all."""
+    import multiprocessing as mp
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum, frame):
+        for child in mp.active_children():
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGINT)
+        if callable(previous[signum]):
+            previous[signum](signum, frame)  # Python's Ctrl-C handler, or the command line's SIGTERM handler
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {}
+    previous.update({s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)})
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, jobs: int,
@@ -248,9 +383,13 @@ def _collect(cfg: MoonsConfig, out_dir, groups) -> tuple[list, list]:
     runs, boundaries = [], []
     for b, regime, dtype, arm, seeds in groups:
         for s in seeds:
-            rec = json.loads(run_path(out_dir, b, regime, dtype, arm, s).read_text())
+            path = run_path(out_dir, b, regime, dtype, arm, s)
+            rec, kind, problem = read_run(path, cfg, (b, regime, dtype, arm, s))
+            if kind != "ok":
+                raise ValueError(f"{path}: {kind} after training ({problem}); rerun the same command")
             grid = rec.pop("grid_logits", None)
             rec.pop("key", None)
+            rec.pop("key_versions", None)
             runs.append(rec)
             if grid is not None:
                 xs, ys, _ = decision_grid(cfg, make_data(cfg, s))
@@ -278,8 +417,10 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     each worker process (float64 in JAX needs x64; one thread per framework).
 
     Raises TypeError when config is not a MoonsConfig; ValueError (before any training) for a bad config, an
-    unknown backend or a results folder holding runs of other settings; BackendUnavailable for a named backend
-    that is not installed.
+    unknown backend, an unwritable out_dir (core.output.OutputUnwritable) or a results folder holding runs of
+    other settings; BackendUnavailable for a named backend that is not installed; KeyboardInterrupt on Ctrl-C,
+    with every finished group on disk. Damaged run files and runs of other versions are set aside and retrained
+    (see the module docstring).
     """
     if not isinstance(config, MoonsConfig):
         raise TypeError(f"config: expected a MoonsConfig, got {type(config).__name__}")
@@ -287,6 +428,7 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     names, skipped = check_backends(selected_backends() if backends is None else backends)
     for name, reason in skipped.items():
         print(f"moons: skipping backend {name!r}: {reason}", file=sys.stderr)
+    check_writable(out_dir)
     groups = plan(config, names)
     todo = _groups_to_train(config, out_dir, groups)
     totals = {b: sum(len(g[4]) for g in groups if g[0] == b) for b in names}
@@ -296,7 +438,10 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a positive integer")
     t0 = time.perf_counter()
-    session = _execute(config, out_dir, todo, totals, done_counts, jobs, progress) if todo else {}
+    with _interrupts_reach_workers() if jobs > 1 else contextlib.nullcontext():
+        session = _execute(config, out_dir, todo, totals, done_counts, jobs, progress) if todo else {}
+    if any(v is None for v in session.values()):
+        raise KeyboardInterrupt("a worker process was interrupted")  # its finished runs are on disk
     wall = time.perf_counter() - t0
     runs, boundaries = _collect(config, out_dir, groups)
     results = {
@@ -404,14 +549,20 @@ def config_from_args(args) -> MoonsConfig:
 
 def run(args) -> int:
     """`gelulab moons`: run or resume the study, write the report; returns the exit code (2: nothing to
-    train)."""
+    train). Raises ValueError (bad option, unwritable --out, results of other settings) before any training and
+    core.output.Interrupted on Ctrl-C, after the finished runs are on disk."""
     cfg = config_from_args(args)
     names, _ = check_backends(selected_backends() if args.backends is None else args.backends)
     if not names:
         print("gelulab moons: no backend with autodiff selected (numpy is skipped); nothing to train",
               file=sys.stderr)
         return 2
-    results = run_study(cfg, args.out, names, jobs=args.jobs, progress=not args.no_progress)
+    check_writable(args.out)
+    try:
+        results = run_study(cfg, args.out, names, jobs=args.jobs, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; {stored_summary(cfg, args.out, names)}; run the same command again to "
+                          "resume") from None
     paths = write_report(results, args.out)
     print(markdown(results, sections=("timing", "summary")))
     print("\n".join(f"wrote {p}" for p in paths.values()))

@@ -1,12 +1,18 @@
 """`gelulab parity`: the parity matrix as a report (Markdown, JSON, plots, special-value behaviour matrix).
 
 Every cell (backend x impl x activation x dtype x mode x derivative order x region) is compared with the
-correctly rounded mpmath reference (experiments.parity.engine); cells beyond tolerance are flagged, with the upstream link when
-the fault is known (core.tolerances.KNOWN_FAULTS). Eager is no oracle: every mode is compared with the reference.
+correctly rounded mpmath reference (experiments.parity.engine); cells beyond tolerance are flagged and classified
+by core.known_faults: an upstream fault (with its link), a known fault not reported upstream, gelulab's own
+formula, or NEW (no known fault). Eager is no oracle: every mode is compared with the reference.
+
+Each measured group is stored as it finishes (experiments.parity.store), so Ctrl-C keeps what was measured and
+the same command resumes. `--fail-on-new` makes the command exit 1 when a cell is beyond tolerance and matches no
+known fault, so a CI job can run it on its own framework versions and devices.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -18,12 +24,14 @@ from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.interface import ORDERS
-from gelulab.core.known_faults import KNOWN_FAULTS
+from gelulab.core.known_faults import KINDS, KNOWN_FAULTS
+from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.reference import reference, reference_float
 from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
 from gelulab.core.report import atomic_write_text, environment, fmt, markdown_table, write_json
 from gelulab.core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
-from gelulab.experiments.parity.engine import check, evaluate, groups
+from gelulab.experiments.parity import store
+from gelulab.experiments.parity.engine import check, groups, measure, results
 
 SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
 
@@ -51,72 +59,163 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--activation", help=f"catalogue keys, of {list(ACTIVATIONS)}")
     parser.add_argument("--impl", help="formula, builtin")
     parser.add_argument("--order", help="derivative orders, of 0,1,2")
-    parser.add_argument("--out", default="results/parity", help="output folder (default results/parity)")
+    parser.add_argument("--out", default="results/parity",
+                        help="output folder (default results/parity); rerunning with the same folder resumes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--fail-on-new", action="store_true",
+                        help="exit 1 when a cell is beyond tolerance and matches no known fault (for CI)")
+
+
+FLAG_LABELS = {**KINDS, "new": "NEW: no known fault", "exception": "EXCEPTION: the call raised"}
+
+
+def flag_kind(row: dict) -> str | None:
+    """Why a cell row is flagged: None (within tolerance), a core.known_faults KINDS key ("upstream",
+    "unreported", "gelulab"), "exception" (the call raised, no known fault) or "new"."""
+    if row["passed"]:
+        return None
+    if row["known_fault"]:
+        return row["known_fault"]["kind"]
+    return "exception" if row["exception"] else "new"
+
+
+def _rows(g, res) -> list[dict]:
+    """JSON-ready cell rows of one group's {region: CellResult}, judged now (tolerances and known faults)."""
+    rows = []
+    for region, r in res.items():
+        v = check(r)
+        e = r.error
+        rows.append({
+            "backend": g.backend, "impl": g.impl, "activation": g.key, "dtype": g.dtype, "mode": g.mode,
+            "order": g.order, "device": g.device, "region": region, "n": int(r.x.size),
+            "max_ulp": None if e is None else e.max_ulp, "max_abs": None if e is None else e.max_abs,
+            "max_rel": None if e is None else e.max_rel, "x_at_max_ulp": None if e is None else e.x_at_max_ulp,
+            "x_at_max_rel": None if e is None else e.x_at_max_rel,
+            **{f"{k}_normal": val for k, val in r.normal_range_summary(v.tol.atol).items()},
+            "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
+            "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link,
+                                                          "kind": v.fault.classification},
+            "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
+        })
+    for row in rows:
+        row["flag"] = flag_kind(row)
+    return rows
 
 
 def collect(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS,
-            progress: bool = True):
-    """Evaluate and judge every cell. Returns a list of dicts (one per cell, JSON-ready) and the raw results
-    {group: {region: CellResult}} for plots. A framework exception is recorded in its cells, never raised."""
+            progress: bool = True, out: Path | None = None):
+    """Evaluate and judge every cell. Returns a list of dicts (one per cell, JSON-ready), the raw results
+    {group: {region: CellResult}} for plots, and what the store did {"measured", "reused", "stale": [detail],
+    "damaged": [detail]}. With `out`, each group is read from `out`/groups when stored with the current key and
+    otherwise measured and stored at once (experiments.parity.store). A framework exception is recorded in its
+    cells, never raised."""
     gs = groups(backends, impls, keys, dtypes, modes, orders)
     by_name = {b.name: b for b in backends}
+    versions = {b.name: store.backend_versions(b) for b in backends}
     rows, raw = [], {}
-    for g in tqdm(gs, desc="parity", unit="group", disable=not progress):
-        res = evaluate(by_name[g.backend], g)
-        raw[g] = res
-        for region, r in res.items():
-            v = check(r)
-            e = r.error
-            rows.append({
-                "backend": g.backend, "impl": g.impl, "activation": g.key, "dtype": g.dtype, "mode": g.mode,
-                "order": g.order, "device": g.device, "region": region, "n": int(r.x.size),
-                "max_ulp": None if e is None else e.max_ulp, "max_abs": None if e is None else e.max_abs,
-                "max_rel": None if e is None else e.max_rel, "x_at_max_ulp": None if e is None else e.x_at_max_ulp,
-                "x_at_max_rel": None if e is None else e.x_at_max_rel,
-                **{f"{k}_normal": val for k, val in r.normal_range_summary(v.tol.atol).items()},
-                "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
-                "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link},
-                "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
-            })
-    return rows, raw
+    log = {"measured": 0, "reused": 0, "stale": [], "damaged": []}
+    with tqdm(gs, desc="parity", unit="group", disable=not progress) as bar:  # closed (a newline) on Ctrl-C
+        for g in bar:
+            _collect_group(g, by_name, versions, out, log, rows, raw)
+    return rows, raw, log
+
+
+def _collect_group(g, by_name, versions, out, log, rows, raw) -> None:
+    """Read (when stored with the current key) or measure and store one group; append its rows to `rows` and its
+    CellResults to `raw`, and count what happened in `log`."""
+    status, actual, exc, key = "missing", None, None, None
+    if out is not None:
+        key = store.group_key(versions[g.backend], g, REGIONS)
+        status, actual, exc, detail = store.load(out, g, key, REGIONS)
+        if status in ("stale", "damaged"):
+            log[status].append(detail)
+            if status == "damaged":
+                print(f"gelulab parity: {detail}; measuring its group again", file=sys.stderr)
+    if status == "ok":
+        log["reused"] += 1
+    else:
+        actual, exc = measure(by_name[g.backend], g)
+        log["measured"] += 1
+        if out is not None:
+            store.save(out, g, key, actual, exc)
+    raw[g] = results(g, actual, exc)
+    rows += _rows(g, raw[g])
+
+
+def stored_summary(out: Path) -> str:
+    """"N parity groups are stored in <out>/groups" (what an interrupted run kept)."""
+    folder = Path(out) / store.FOLDER
+    n = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+    return f"{n} parity groups are stored in {folder}"
+
+
+def _counts(rows) -> dict:
+    """Cells beyond tolerance by flag kind: {"flagged", "upstream", "unreported", "gelulab", "new",
+    "exception"}."""
+    c = {k: 0 for k in ("flagged", *FLAG_LABELS)}
+    for r in rows:
+        if r["flag"] is not None:
+            c["flagged"] += 1
+            c[r["flag"]] += 1
+    return c
+
+
+def counts_sentence(data: dict) -> str:
+    """One sentence: cells, flagged cells, and how they split (upstream / unreported / gelulab's own / new)."""
+    orders = data["orders"]
+    return (f"{len(data['cells'])} cells ({', '.join(data['modes'])}; derivative order{'s' * (len(orders) > 1)} "
+            f"{', '.join(map(str, orders))}), {data['n_flagged']} beyond tolerance: {data['n_upstream']} "
+            f"upstream faults with a report, {data['n_unreported']} known faults not reported upstream, "
+            f"{data['n_own']} of gelulab's own float64 formula, {data['n_new']} new (no known fault).")
+
+
+def _max(values):
+    finite = [v for v in values if v is not None]
+    return max(finite) if finite else None
 
 
 def summary_table(rows) -> str:
-    """Markdown: max ULP and max relative error per backend x impl x activation x dtype (eager, all regions), over
-    the elements judged by ULP: normal inputs whose result is at least the smallest normal and the tolerance's
-    absolute floor (smaller results are judged absolutely, see core.tolerances), for the value and the first
-    derivative, with the count of cells beyond tolerance (known faults in brackets)."""
+    """Markdown: per backend x impl x activation x dtype, over exactly the cells that ran (every mode and
+    derivative order present in `rows`, all regions): the max ULP and max relative error of each derivative order
+    that ran, over the elements judged by ULP (normal inputs whose result is at least the smallest normal and the
+    tolerance's absolute floor; smaller results and special values are judged absolutely, see
+    core.tolerances, and show in the flagged counts), and the cells beyond tolerance split by kind. An order that
+    did not run has no column; a group whose every call raised shows "—"."""
+    orders = sorted({r["order"] for r in rows})
+    names = {0: "f", 1: "f'", 2: "f''"}
     agg: dict = {}
     for r in rows:
-        a = agg.setdefault((r["backend"], r["impl"], r["activation"], r["dtype"]), {"u0": 0.0, "r0": 0.0, "u1": 0.0, "r1": 0.0, "bad": 0, "known": 0})
-        if r["mode"] == "eager" and r["order"] in (0, 1) and r["max_ulp_normal"] is not None:
-            a[f"u{r['order']}"] = max(a[f"u{r['order']}"], r["max_ulp_normal"])
-            a[f"r{r['order']}"] = max(a[f"r{r['order']}"], r["max_rel_normal"])
-        if not r["passed"]:
-            a["known" if r["known_fault"] else "bad"] += 1
+        a = agg.setdefault((r["backend"], r["impl"], r["activation"], r["dtype"]),
+                           {"ulp": {o: [] for o in orders}, "rel": {o: [] for o in orders}, "rows": []})
+        a["ulp"][r["order"]].append(r["max_ulp_normal"])
+        a["rel"][r["order"]].append(r["max_rel_normal"])
+        a["rows"].append(r)
     out = []
     for (b, impl, key, dt), a in agg.items():
-        out.append([b, impl, ACTIVATIONS[key].label, dt, a["u0"], a["r0"], a["u1"], a["r1"],
-                    f"{a['bad']} ({a['known']})"])
+        c = _counts(a["rows"])
+        out.append([b, impl, ACTIVATIONS[key].label, dt,
+                    *[v for o in orders for v in (_max(a["ulp"][o]), _max(a["rel"][o]))],
+                    c["flagged"], c["upstream"], c["unreported"], c["gelulab"], c["new"] + c["exception"]])
     return markdown_table(
-        ["backend", "impl", "activation", "dtype", "max ULP f", "max rel f", "max ULP f'", "max rel f'",
-         "cells flagged (known faults)"], out)
+        ["backend", "impl", "activation", "dtype",
+         *[h for o in orders for h in (f"max ULP {names[o]}", f"max rel {names[o]}")],
+         "flagged", "upstream (reported)", "known, unreported", "gelulab's own", "NEW"], out)
 
 
 def flagged_table(rows) -> str:
-    """Markdown: every cell beyond tolerance, with its known-fault link or 'NEW'."""
+    """Markdown: every cell beyond tolerance, with its kind (upstream / known, unreported / gelulab's own /
+    NEW / EXCEPTION) and its link."""
     out = []
-    for r in rows:
-        if r["passed"]:
-            continue
-        link = r["known_fault"]["link"] if r["known_fault"] else ("EXCEPTION" if r["exception"] else "NEW")
+    order = {k: i for i, k in enumerate(("new", "exception", "upstream", "unreported", "gelulab"))}
+    for r in sorted((r for r in rows if r["flag"]), key=lambda r: order[r["flag"]]):
+        link = r["known_fault"]["link"] if r["known_fault"] else (r["exception"] or "")
         out.append([r["backend"], r["impl"], ACTIVATIONS[r["activation"]].label, r["dtype"], r["mode"],
-                    f"d{r['order']}", r["region"], r["n_bad"], r["worst_x"], r["max_ulp"], r["max_rel"], link])
+                    f"d{r['order']}", r["region"], r["n_bad"], r["worst_x"], r["max_ulp"], r["max_rel"],
+                    FLAG_LABELS[r["flag"]], link])
     if not out:
         return "No cell beyond tolerance.\n"
     return markdown_table(["backend", "impl", "activation", "dtype", "mode", "order", "region", "bad inputs",
-                           "worst x", "max ULP", "max rel", "known fault"], out)
+                           "worst x", "max ULP", "max rel", "kind", "link"], out)
 
 
 def _special_inputs(dtype):
@@ -242,31 +341,49 @@ def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
 
 def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None,
                orders=ORDERS, plots: bool = True, progress: bool = True) -> dict:
-    """Run the matrix and write report.md, parity.json and the plots into `out`. Returns the JSON dict
-    (with 'summary_md', the compact table `gelulab run` includes). Raises ValueError, before anything is written,
-    when the filters select no cell (see check_matrix)."""
+    """Run the matrix and write report.md, parity.json and the plots into `out`; each group's measurement is
+    stored in `out`/groups as it finishes and reused by a rerun (experiments.parity.store). Returns the JSON dict
+    (with 'summary_md', the compact table `gelulab run` includes, and 'plots', the PNG names). Raises ValueError,
+    before anything is measured or written, when the filters select no cell (see check_matrix) or `out` cannot be
+    written (core.output.OutputUnwritable); KeyboardInterrupt propagates with the measured groups on disk."""
     check_matrix(backends, impls, keys, dtypes, modes, orders)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)
+    out = Path(out)
     t0 = time.perf_counter()
-    rows, raw = collect(backends, impls, keys, dtypes, modes, orders, progress)
+    rows, raw, log = collect(backends, impls, keys, dtypes, modes, orders, progress, out=out)
     elapsed = time.perf_counter() - t0
+    if log["stale"]:
+        print(f"gelulab parity: {len(log['stale'])} stored groups were measured with other versions "
+              f"({log['stale'][0]}); measured again, not mixed in", file=sys.stderr)
     behaviour_md, behaviour_js = behaviour_matrix(backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes])
     summary = summary_table(rows)
     flagged = flagged_table(rows)
-    n_flag = sum(not r["passed"] for r in rows)
-    n_known = sum((not r["passed"]) and r["known_fault"] is not None for r in rows)
-    links = sorted({r["known_fault"]["link"] for r in rows if r["known_fault"] and not r["passed"]})
+    c = _counts(rows)
+    links = sorted({r["known_fault"]["link"] for r in rows if r["flag"] == "upstream"})
     env = environment(backends)
+    data = {
+        "environment": env, "elapsed_s": elapsed, "store": log, "cells": rows, "behaviour": behaviour_js,
+        "modes": sorted({r["mode"] for r in rows}), "orders": sorted({r["order"] for r in rows}),
+        "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
+        "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
+        "overrides": [vars(o) for o in OVERRIDES],
+        "known_faults": [{**vars(f), "kind": f.classification} for f in KNOWN_FAULTS],
+        "n_flagged": c["flagged"], "n_known": c["upstream"] + c["unreported"] + c["gelulab"],
+        "n_upstream": c["upstream"], "n_unreported": c["unreported"], "n_own": c["gelulab"],
+        "n_new": c["new"] + c["exception"], "summary_md": summary, "plots": [],
+    }
     md = [
         "# gelulab parity report\n\n",
-        (f"{len(rows)} cells (backend x impl x activation x dtype x mode x order x region), {n_flag} beyond "
-        f"tolerance, {n_known} of them known upstream faults; {elapsed:.0f} s on {env['cpu']} "
-        f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions).\n\n"),
+        f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n",
+        (f"{counts_sentence(data)} Measured {log['measured']} groups in {elapsed:.0f} s on {env['cpu']} "
+         f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions), {log['reused']} groups read from "
+         f"{out / store.FOLDER} (stored by an earlier run with the same versions).\n\n"),
         "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
         "own formula). ULP = units in the last place of the target dtype. Regions: "
-        + ", ".join(REGIONS) + ".\n\n## Summary (eager, finite inputs)\n\n", summary,
+        + ", ".join(REGIONS) + ".\n\n"
+        f"## Summary ({', '.join(data['modes'])}; finite inputs, the cells that ran)\n\n", summary,
         "\n## Cells beyond tolerance\n\n", flagged,
-        "\nKnown-fault links: " + (", ".join(links) if links else "none") + "\n",
+        "\nUpstream reports: " + (", ".join(links) if links else "none") + "\n",
         "\n## Special-value behaviour (eager, value)\n", behaviour_md,
         "\n## The vector-fill case\n\n", tail_point_table(raw),
         "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
@@ -279,17 +396,10 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         plotted = [o for o in orders if o in (0, 1)
                    and any(g.order == o and g.mode == "eager" and g.key != "relu" for g in raw)]
         paths = [plot_errors(raw, out, o) for o in plotted]
+        data["plots"] = [p.name for p in paths]
         if paths:
             md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
-    text = "".join(md)
-    atomic_write_text(out / "report.md", text)
-    data = {
-        "environment": env, "elapsed_s": elapsed, "cells": rows, "behaviour": behaviour_js,
-        "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
-        "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
-        "overrides": [vars(o) for o in OVERRIDES], "known_faults": [vars(f) for f in KNOWN_FAULTS],
-        "n_flagged": n_flag, "n_known": n_known, "summary_md": summary,
-    }
+    atomic_write_text(out / "report.md", "".join(md))
     write_json(out / "parity.json", data)
     return data
 
@@ -329,18 +439,30 @@ def parse_filters(args) -> dict:
 
 
 def run(args) -> int:
-    """Entry point of `gelulab parity`. Returns 0 (flagged cells are findings, not failures of the command).
+    """Entry point of `gelulab parity`. Returns 0, or 1 with --fail-on-new when a cell is beyond tolerance and
+    matches no known fault (flagged cells are findings, not failures of the command, unless asked).
 
-    Raises ValueError (bad or empty filter, empty matrix) before any framework is imported or any report is
-    written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device is missing.
-    Runs under gelulab.reproducible(threads=GELULAB_THREADS, default 1): float64 cells in JAX need x64."""
+    Raises ValueError (bad or empty filter, empty matrix, unwritable --out) before any framework is imported or
+    any report is written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device
+    is missing; core.output.Interrupted on Ctrl-C, with the measured groups stored. Runs under
+    gelulab.reproducible(threads=GELULAB_THREADS, default 1): float64 cells in JAX need x64."""
     f = parse_filters(args)
+    out = check_writable(args.out)
     reproducible(threads=config.threads())
     names = f["backends"] or selected_backends()
     backends = [get_backend(n, f["device"]) for n in names]
-    data = run_parity(backends, Path(args.out), impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],
-                      modes=f["modes"], orders=f["orders"], plots=not args.no_plots)
+    try:
+        data = run_parity(backends, out, impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],
+                          modes=f["modes"], orders=f["orders"], plots=not args.no_plots)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; {stored_summary(out)}; run the same command again to resume") from None
     print(data["summary_md"])
-    print(f"{len(data['cells'])} cells, {data['n_flagged']} beyond tolerance ({data['n_known']} known faults); "
-          f"report: {Path(args.out) / 'report.md'}")
+    print(f"{counts_sentence(data)} Report: {out / 'report.md'}")
+    if args.fail_on_new and data["n_new"]:
+        new = [r for r in data["cells"] if r["flag"] in ("new", "exception")]
+        shown = ", ".join(f"{r['backend']}/{r['impl']}/{r['activation']}/{r['dtype']}/{r['mode']}/d{r['order']}/"
+                          f"{r['region']}" for r in new[:3])
+        print(f"gelulab parity: {len(new)} cells beyond tolerance match no known fault ({shown}"
+              f"{', ...' if len(new) > 3 else ''}); see {out / 'report.md'}", file=sys.stderr)
+        return 1
     return 0

@@ -138,24 +138,38 @@ def evaluate(backend, group: Group, regions: tuple[str, ...] = tuple(REGIONS)) -
     error None), so one failing call never loses the rest of a report.
     Raises ValueError if the backend does not match the group.
     """
+    actual, exc = measure(backend, group, regions)
+    return results(group, actual, exc, regions)
+
+
+def measure(backend, group: Group, regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[np.ndarray | None, str | None]:
+    """The backend's output for the group's concatenated inputs (a 1-D array of the group's dtype), or
+    (None, "ExceptionName: message") when the call raised. Raises ValueError if the backend does not match."""
     if backend.name != group.backend or backend.device != group.device:
         raise ValueError(f"backend {backend.name}/{backend.device} does not match group {group.id}")
-    x, slices = inputs(group.dtype, regions)
-    ref = expected(group.key, group.order, group.dtype, regions)
+    x, _ = inputs(group.dtype, regions)
     try:
         fn = backend.function(group.key, group.impl, group.order, group.mode)
         with np.errstate(all="ignore"):  # the special-value region feeds nan and inf on purpose
             y = backend.to_numpy(fn(backend.asarray(x)))
         if y.dtype != x.dtype or y.shape != x.shape:
             raise TypeError(f"returned {y.dtype}{y.shape}, expected {x.dtype}{x.shape}")
-        exc = None
+        return y, None
     except Exception as e:  # noqa: BLE001 - recorded in the report, not hidden
-        y, exc = None, f"{type(e).__name__}: {e}"[:500]
+        return None, f"{type(e).__name__}: {e}"[:500]
+
+
+def results(group: Group, actual: np.ndarray | None, exc: str | None,
+            regions: tuple[str, ...] = tuple(REGIONS)) -> dict[str, CellResult]:
+    """{region: CellResult} of a measured group: `actual` (the output over the concatenated inputs, as from
+    `measure`, or None with the exception text `exc`) split per region beside the correctly rounded reference."""
+    x, slices = inputs(group.dtype, regions)
+    ref = expected(group.key, group.order, group.dtype, regions)
     out = {}
     for r, s in slices.items():
         cell = Cell(group, r)
-        if exc is None:
-            out[r] = CellResult(cell, x[s], y[s], ref[s], summarize(x[s], y[s], ref[s], group.dtype))
+        if actual is not None:
+            out[r] = CellResult(cell, x[s], actual[s], ref[s], summarize(x[s], actual[s], ref[s], group.dtype))
         else:
             out[r] = CellResult(cell, x[s], None, ref[s], None, exc)
     return out

