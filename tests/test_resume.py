@@ -24,6 +24,7 @@ from conftest import SELECTED
 
 import gelulab
 from gelulab import cli
+from gelulab.backends import capabilities
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 from gelulab.experiments.parity import command as parity
@@ -32,7 +33,7 @@ from gelulab.experiments.parity import store as pstore
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
-TRAINABLE = sorted((b for b in SELECTED if b not in X.NO_AUTODIFF), key=["jax", "torch", "tensorflow"].index)
+TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]  # canonical order: jax, torch, tensorflow
 
 
 def _interrupted_subprocess(argv, out: Path, pattern: str, env=None, timeout=600):
