@@ -1,14 +1,16 @@
 """`python -m gelulab.benchmarks.identify`: time per callable of `gelulab.identify`, on the CPU.
 
-For every case of CASES whose framework is installed (the frameworks' own GELU, ReLU and SiLU functions and
-layers, transformers' activation modules, gelulab's own, and lambdas), in one process:
+For every callable the installed backends name (`backends/<name>/subjects.py`: the frameworks' own GELU, ReLU and
+SiLU functions and layers, transformers' activation modules, lambdas written in a framework's operations), then
+gelulab's own, in one process:
 * the reference cache (mpmath, core.reference, at the probe points in float32 and float64), built once;
 * "first": the first identify(fn) (includes the framework's first call: jax.jit tracing and compiling);
 * "median": the median of --repeats further calls;
 * "x call": median ÷ the median time of one plain call fn(x) on the same float32 probe array, side by side.
-The target is under one second per callable. Threads: GELULAB_THREADS (default 1) for torch (set_num_threads),
-jax (XLA_FLAGS, before jax is imported) and TensorFlow (intra/inter-op, before its runtime starts); recorded in
-identify.json with the versions. jax_enable_x64 is left off, as a user has it: jax is probed in float32 only.
+The target is under one second per callable. Threads: GELULAB_THREADS (default 1), set by
+`gelulab.reproducible(threads=..., x64=None, tf32=None)` before any framework computes (torch set_num_threads,
+jax XLA_FLAGS, TensorFlow intra/inter-op); each backend's threads() is recorded in identify.json with the
+versions. jax_enable_x64 is left off, as a user has it: jax is probed in float32 only.
 
 Writes identify.md (the table of the README's "Which GELU is this?" section) and identify.json into --out
 (default results/bench_identify).
@@ -16,7 +18,8 @@ Writes identify.md (the table of the README's "Which GELU is this?" section) and
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import functools
+import importlib
 import os
 import platform
 import statistics
@@ -26,50 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gelulab.backends import BACKEND_NAMES, activations_module, capabilities, installed_backends, reproducible
 from gelulab.core import config
 from gelulab.core.report import atomic_write_text, cpu_model, write_json
-
-# (framework the case needs, Python expression as `gelulab identify` reads it)
-CASES = (
-    ("torch", "torch.nn.functional.gelu"),
-    ("torch", "functools.partial(torch.nn.functional.gelu, approximate='tanh')"),
-    ("torch", "torch.nn.GELU()"),
-    ("torch", "torch.nn.GELU('tanh')"),
-    ("torch", "torch.nn.functional.relu"),
-    ("torch", "torch.nn.functional.silu"),
-    ("torch", "torch.nn.SiLU()"),
-    ("jax", "jax.nn.gelu"),
-    ("jax", "functools.partial(jax.nn.gelu, approximate=False)"),
-    ("jax", "jax.nn.relu"),
-    ("jax", "jax.nn.silu"),
-    ("tensorflow", "tf.nn.gelu"),
-    ("tensorflow", "functools.partial(tf.nn.gelu, approximate=True)"),
-    ("tensorflow", "tf.nn.relu"),
-    ("tensorflow", "tf.nn.silu"),
-    ("keras", "keras.activations.gelu"),
-    ("keras", "functools.partial(keras.activations.gelu, approximate=True)"),
-    ("keras", "keras.activations.relu"),
-    ("keras", "keras.activations.silu"),
-    ("keras", "keras.layers.Activation('gelu')"),
-    ("transformers", "transformers.activations.GELUActivation()"),
-    ("transformers", "transformers.activations.GELUActivation(use_gelu_python=True)"),
-    ("transformers", "transformers.activations.GELUTanh()"),
-    ("transformers", "transformers.activations.GELUTanh(use_gelu_tanh_python=True)"),
-    ("transformers", "transformers.activations.NewGELUActivation()"),
-    ("transformers", "transformers.activations.FastGELUActivation()"),
-    ("transformers", "transformers.activations.AccurateGELUActivation()"),
-    ("transformers", "transformers.activations.QuickGELUActivation()"),
-    ("transformers", "transformers.activations.SiLUActivation()"),
-    ("transformers", "transformers.activations.ClippedGELUActivation(-10, 10)"),
-    ("torch", "lambda x: x * torch.sigmoid(1.702 * x)"),
-    ("torch", "lambda x: x * torch.sigmoid(1.5 * x)"),
-    ("torch", "lambda x: 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))"),
-    ("torch", "lambda x: x * torch.sigmoid(x)"),
-    ("torch", "torch.tanh"),
-    ("numpy", "gelulab.gelu"),
-    ("numpy", "functools.partial(gelulab.gelu, approximate='tanh')"),
-    ("torch", "gelulab.layers.torch.GELU('sigmoid')"),
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,34 +40,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per callable after the first (default 5)")
 
 
-def _set_threads(threads: int) -> dict:
-    """Apply `threads` to every installed framework before its first computation; returns the counts in force."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "jax" not in sys.modules and "intra_op_parallelism_threads" not in flags:
-        os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
-                                   f"intra_op_parallelism_threads={threads}").strip()
-    out = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
-    if importlib.util.find_spec("torch"):
-        import torch  # before TensorFlow: importing TensorFlow first can break torch's import
+def subjects(names) -> dict:
+    """{expression: callable} to time: each installed backend's own (backends/<name>/subjects.py,
+    core.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu, and its torch layer
+    where torch is installed)."""
+    import gelulab
 
-        torch.set_num_threads(threads)
-        out["torch"] = torch.get_num_threads()
-    if importlib.util.find_spec("tensorflow"):
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+    out = {}
+    for name in names:
+        if "subjects" in capabilities(name).modules:
+            out.update(importlib.import_module(f"gelulab.backends.{name}.subjects").subjects())
+    out["gelulab.gelu"] = gelulab.gelu
+    out["functools.partial(gelulab.gelu, approximate='tanh')"] = functools.partial(gelulab.gelu, approximate="tanh")
+    if "torch" in names:
+        from gelulab.layers.torch import GELU
 
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
-        except RuntimeError:
-            pass  # the runtime had started: the counts below are those in force
-        out["tensorflow"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+        out["gelulab.layers.torch.GELU('sigmoid')"] = GELU("sigmoid")
     return out
-
-
-def _available(need: str) -> bool:
-    return importlib.util.find_spec(need) is not None
 
 
 def run(args) -> int:
@@ -113,20 +64,19 @@ def run(args) -> int:
     for --repeats < 1."""
     if args.repeats < 1:
         raise ValueError(f"--repeats={args.repeats}; expected a positive integer")
-    threads = _set_threads(config.threads())
+    names = installed_backends()
+    # threads before any framework computes; jax_enable_x64 and TF32 left as a user has them
+    reproducible(threads=config.threads(), x64=None, tf32=None, backends=names)
+    threads = {name: activations_module(name).threads() for name in names}  # starts no framework runtime
     from gelulab import probe
-    from gelulab.identify_command import evaluate
 
     t0 = time.perf_counter()
     probe._references("float32")
     probe._references("float64")
     reference_s = time.perf_counter() - t0
-    rows, skipped = [], []
-    for need, expression in CASES:
-        if not _available(need):
-            skipped.append(expression)
-            continue
-        fn = evaluate(expression)
+    rows = []
+    skipped = [name for name in BACKEND_NAMES if name not in names and "subjects" in capabilities(name).modules]
+    for expression, fn in subjects(names).items():
         first = probe.identify(fn)
         times = [probe.identify(fn).seconds for _ in range(args.repeats)]
         x = probe._native(first.framework, probe.PROBE.astype(np.float32))

@@ -10,6 +10,10 @@ A backend is a folder `backends/<name>/` with
       bench.py        BenchHooks (synchronisation, device input, copy, compile counts; used by benchmarks/)
       bert.py         Encoder, or TrainableEncoder where the backend has autodiff (experiments/swap)
       moons.py        Trainer, only where the backend has autodiff (experiments/moons, benchmarks/trainstep.py)
+      subjects.py     Subjects: the framework's own activation callables, each under the expression that gives it
+                      (benchmarks/identify.py times gelulab.identify on them)
+      hf.py           PretrainedBert: the transformers BertModel of the framework, loaded from a local folder,
+                      encoded and fine-tuned (experiments/swap; needs autodiff)
 
 The Protocols are `typing.runtime_checkable`: `isinstance(module, ActivationOps)` checks that a module defines
 every name (not their signatures); tests/test_backend_contract.py checks every installed backend against them and
@@ -150,7 +154,42 @@ class BenchHooks(Protocol):
         """The thread counts in force (the activations module's threads())."""
 
 
-PROTOCOLS = {"activations": ActivationOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer}
+@runtime_checkable
+class Subjects(Protocol):
+    """`backends/<name>/subjects.py`: the activation callables of the framework (its own GELU, ReLU and SiLU
+    functions and layers, those of libraries built on it, and formulas written in its operations) that
+    `gelulab.identify` is measured on (benchmarks/identify.py)."""
+
+    def subjects(self) -> dict[str, Callable]:
+        """{expression: callable}, in a fixed order; each key is the Python expression giving its callable as
+        `gelulab identify` reads it ("torch.nn.GELU('tanh')"). Callables of an optional library that is not
+        installed (transformers, keras) are left out."""
+
+
+@runtime_checkable
+class PretrainedBert(Protocol):
+    """`backends/<name>/hf.py`: the transformers BertModel of the framework from a local folder of pretrained
+    weights (config.json, model.safetensors, offline: nothing is downloaded), as experiments/swap runs it beside
+    gelulab's encoders. Models are CPU, float32, in eval mode (no dropout)."""
+
+    def load(self, directory):
+        """transformers.BertModel.from_pretrained(directory, local_files_only=True) in eval mode; OSError when
+        the folder lacks the files, ImportError when transformers is not installed."""
+
+    def describe(self, model) -> dict:
+        """{"version": transformers' version, "torch_threads": int, "model": class name, "activation": qualified
+        class name of the first layer's FFN activation}."""
+
+    def hidden_states(self, model, ids, mask) -> list:
+        """[embedding output, layer 1 .. layer L] for (B, T) int ids and 0/1 mask: numpy float32 (B, T, H)."""
+
+    def finetune(self, model, ids, mask, targets, batches, lr: float, progress=None) -> list[float]:
+        """Distil the encoder layers (embeddings and pooler frozen) toward `targets` ((N, H) unit vectors) with
+        Adam; batches: (steps, batch) row indices of ids/mask; returns the loss per step (1 - mean cosine)."""
+
+
+PROTOCOLS = {"activations": ActivationOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer,
+             "subjects": Subjects, "hf": PretrainedBert}
 
 
 @dataclass(frozen=True)
@@ -166,7 +205,7 @@ class Capabilities:
     modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS).
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device or module,
-    no activations module, a trainer without autodiff or autodiff without one).
+    no activations module, a trainer or an hf module without autodiff, autodiff without a trainer).
     """
 
     name: str
@@ -186,6 +225,9 @@ class Capabilities:
         if set(self.modules) - set(PROTOCOLS) or "activations" not in self.modules:
             raise ValueError(f"{self.name}: modules={self.modules!r}; expected 'activations' and some of "
                              f"{list(PROTOCOLS)}")
+        if "hf" in self.modules and not self.autodiff:
+            raise ValueError(f"{self.name}: the hf module fine-tunes a BertModel and needs autodiff "
+                             f"(autodiff={self.autodiff}, modules={self.modules!r})")
         if ("moons" in self.modules) != self.autodiff:
             raise ValueError(f"{self.name}: a moons trainer needs autodiff and every backend with autodiff has one "
                              f"(autodiff={self.autodiff}, modules={self.modules!r})")

@@ -1,11 +1,14 @@
 """The backend contract (core.contract) run against every selected backend: its capability record, the Protocols
 of its modules, and the behaviour the record promises. A new backend folder with a record is covered here without
-an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1)."""
+an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1), the
+packaged model's config.json and transformers' documented BERT activation (hidden_act "gelu": GELUActivation)."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pkgutil
+import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.contract import PROTOCOLS, ArrayOps, Capabilities, Encoder, TrainableEncoder
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.report import environment
+from gelulab.identify_command import evaluate
 
 PYPROJECT = tomllib.loads((Path(gelulab.__file__).parent / "pyproject.toml").read_text())
 
@@ -65,6 +69,7 @@ def test_names_and_install_hints_derive_from_the_records():
     ({"modules": ("bench",)}, "modules"),
     ({"autodiff": False}, "autodiff"),
     ({"thread_control": ("all",)}, "thread_control"),
+    ({"autodiff": False, "modules": ("activations", "hf")}, "hf module"),
 ])
 def test_a_record_that_contradicts_itself_is_refused(change, match):
     base = {"name": "x", "package": "x", "extra": "x", "modes": ("eager",), "devices": ("cpu",), "autodiff": True,
@@ -190,3 +195,56 @@ def test_compiled_mode_compiles_every_variant(backend):
         before = bench.compile_stats(fn)
         bench.sync(fn(backend.asarray(np.linspace(-3, 3, 9).astype(dtype))))
         assert counter_growth(before, bench.compile_stats(fn)) >= 1, (key, dtype)
+
+
+def test_subjects_are_the_callables_their_expressions_give(backend_name):
+    """Each subject (benchmarks/identify.py times gelulab.identify on them) is keyed by the expression `gelulab
+    identify` reads: that expression gives a callable computing the same values, and the callable runs on this
+    backend's arrays (Keras's on its configured backend)."""
+    record = capabilities(backend_name)
+    if "subjects" not in record.modules:
+        pytest.skip(f"the {backend_name} backend names no subjects")
+    subjects = importlib.import_module(f"gelulab.backends.{backend_name}.subjects").subjects()
+    assert subjects and all(callable(fn) for fn in subjects.values())
+    for expression, fn in subjects.items():
+        same = gelulab.identify(evaluate(expression), fn)
+        want = sys.modules["keras"].backend.backend() if expression.startswith("keras.") else backend_name
+        assert same.a.framework == same.b.framework == want, expression
+        np.testing.assert_array_equal(same.a.values, same.b.values, err_msg=expression)
+
+
+def test_pretrained_bert_module(backend_name):
+    """backends/<name>/hf.py on the packaged all-MiniLM-L6-v2 folder: the BertModel as config.json describes it,
+    hidden states as numpy float32, and a fine-tune that trains the encoder layers only, with the loss defined as
+    1 - mean cosine of the mean-pooled last hidden state to the target."""
+    if "hf" not in capabilities(backend_name).modules:
+        pytest.skip(f"the {backend_name} backend has no hf module")
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed (pip install -c constraints.txt -e '.[swap]')")
+    from gelulab.experiments.swap import model as bert
+
+    try:
+        directory = bert.model_directory()
+    except bert.ModelUnavailable as e:
+        pytest.skip(str(e))
+    hf = importlib.import_module(f"gelulab.backends.{backend_name}.hf")
+    cfg = json.loads((directory / "config.json").read_text())
+    model = hf.load(directory)
+    info = hf.describe(model)
+    assert info["model"] == "BertModel" and info["activation"] == "GELUActivation" and cfg["hidden_act"] == "gelu"
+    tokenizer = bert.load_pretrained(directory).tokenizer
+    ids, mask = bert.tokenize(tokenizer, ["A man is playing a guitar.", "Cats sleep a lot.", "It rained all day."])
+    hidden = hf.hidden_states(model, ids, mask)
+    assert len(hidden) == cfg["num_hidden_layers"] + 1
+    assert all(h.dtype == np.float32 and h.shape == (*ids.shape, cfg["hidden_size"]) for h in hidden)
+    before = bert.mean_pool(hidden[-1], mask)
+    targets = np.roll(before, 1, axis=0)  # each sentence distilled toward another's embedding
+    frozen = {k: v.detach().clone() for k, v in model.named_parameters() if not k.startswith("encoder.layer.")}
+    trained = {k: v.detach().clone() for k, v in model.named_parameters() if k.startswith("encoder.layer.")}
+    losses = hf.finetune(model, ids, mask, targets, np.array([[0, 1, 2]] * 3), 1e-4)
+    assert len(losses) == 3 and losses[0] == pytest.approx(1 - bert.cosine_rows(before, targets).mean(), abs=1e-5)
+    assert losses[-1] < losses[0]
+    params = dict(model.named_parameters())
+    assert frozen and all(np.array_equal(params[k].detach().numpy(), v.numpy()) for k, v in frozen.items())
+    assert any(not np.array_equal(params[k].detach().numpy(), v.numpy()) for k, v in trained.items())
+    assert not any(p.requires_grad for p in model.parameters())

@@ -1,6 +1,11 @@
 """The package: one import name (`gelulab`, beside a user's own `core` package), one version (pyproject.toml), and
 imports that point one way (backends -> core; experiments and benchmarks -> core and backends; only cli.py
-imports experiments; only backends import a framework), read from the source with `ast`."""
+imports experiments; only backends import a framework), read from the source with `ast`.
+
+One narrow exception to "only backends import a framework": `gelulab.layers.<fw>` is, by definition, that
+framework's own layer classes (as einops.layers.torch), so it may import its own framework family and no other:
+layers.torch torch, layers.keras keras, layers.flax flax and jax (LAYER_FRAMEWORKS); the computation stays in the
+backends (the layers call gelulab.api)."""
 from __future__ import annotations
 
 import ast
@@ -18,8 +23,11 @@ import tomllib
 import gelulab
 
 ROOT = Path(gelulab.__file__).resolve().parent  # the repository root is the package directory
-PACKAGE_FOLDERS = ("core", "backends", "experiments", "benchmarks")
+PACKAGE_FOLDERS = ("core", "backends", "experiments", "benchmarks", "layers")
 FRAMEWORKS = {"jax", "jaxlib", "flax", "optax", "torch", "tensorflow", "keras", "transformers"}
+# the one exception: each framework's own layer module imports that framework's family, nothing else
+LAYER_FRAMEWORKS = {"gelulab.layers.torch": {"torch"}, "gelulab.layers.keras": {"keras"},
+                    "gelulab.layers.flax": {"flax", "jax"}}
 
 
 def _sources() -> dict[str, Path]:
@@ -55,9 +63,19 @@ def _under(name: str, *prefixes: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+def _framework_imports(module: str, imported: set[str]) -> list[str]:
+    """The framework imports of `module` the rule forbids: any outside gelulab.backends, except a layer module's
+    own family (LAYER_FRAMEWORKS)."""
+    if _under(module, "gelulab.backends"):
+        return []
+    allowed = LAYER_FRAMEWORKS.get(module, set())
+    return sorted(i for i in imported if i.split(".")[0] in FRAMEWORKS and i.split(".")[0] not in allowed)
+
+
 def test_imports_point_one_way():
     sources = _sources()
-    assert {"gelulab.core.contract", "gelulab.backends", "gelulab.experiments.moons.study", "gelulab.cli"} <= set(sources)
+    assert {"gelulab.core.contract", "gelulab.backends", "gelulab.experiments.moons.study", "gelulab.cli",
+            *LAYER_FRAMEWORKS} <= set(sources)
     bad = []
     for module, path in sources.items():
         imported = _imports(path)
@@ -73,8 +91,7 @@ def test_imports_point_one_way():
         if module != "gelulab.cli" and not _under(module, "gelulab.experiments"):
             forbidden.append("gelulab.experiments")
         bad += [f"{module} imports {i}" for i in sorted(imported) if _under(i, *forbidden)]
-        if not _under(module, "gelulab.backends"):
-            bad += [f"{module} imports the framework {i}" for i in sorted(imported) if i.split(".")[0] in FRAMEWORKS]
+        bad += [f"{module} imports the framework {i}" for i in _framework_imports(module, imported)]
     assert bad == []
 
 
@@ -84,6 +101,19 @@ def test_the_rule_catches_a_wrong_direction(tmp_path):
     probe.write_text("def f():\n    from gelulab.experiments.moons import config\n"
                      "    return __import__('importlib').import_module('gelulab.benchmarks.grid')\n")
     assert {"gelulab.experiments.moons", "gelulab.experiments.moons.config", "gelulab.benchmarks.grid"} <= _imports(probe)
+
+
+def test_the_layer_exception_is_narrow():
+    """A layer module may import its own framework family only; the layers package, a backend-free module and
+    another framework in a layer module are still caught."""
+    torch_layer = {"torch", "torch.nn"}
+    assert _framework_imports("gelulab.layers.torch", torch_layer) == []
+    assert _framework_imports("gelulab.layers.flax", {"flax.linen", "jax.numpy"}) == []
+    assert _framework_imports("gelulab.layers.keras", {"keras", "tensorflow"}) == ["tensorflow"]
+    assert _framework_imports("gelulab.layers.torch", {"torch", "transformers"}) == ["transformers"]
+    assert _framework_imports("gelulab.layers", torch_layer) == ["torch", "torch.nn"]
+    assert _framework_imports("gelulab.benchmarks.identify", {"torch"}) == ["torch"]
+    assert _framework_imports("gelulab.backends.torch.hf", {"torch", "transformers"}) == []
 
 
 def test_version_is_written_once_in_pyproject():

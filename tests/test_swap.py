@@ -19,9 +19,9 @@ import pytest
 import scipy.stats
 
 from gelulab.backends import capabilities, get_backend, selected_backends
-from gelulab.experiments.swap import model as bert
 from gelulab.experiments.swap import command as swap
 from gelulab.experiments.swap import hf
+from gelulab.experiments.swap import model as bert
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
 
@@ -432,7 +432,7 @@ def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, 
     assert {(r.was, r.was_class, r.now) for r in records} == {
         ("gelu_none", "transformers.activations.GELUActivation", key)}
     ids, mask = tokens
-    got = hf.hidden_states(model, ids, mask)
+    got = hf.backend_module().hidden_states(model, ids, mask)  # backends/torch/hf.py
     want = outputs("torch", key) if "torch" in selected_backends() else None
     if want is None:
         pytest.skip("the torch backend is not selected")

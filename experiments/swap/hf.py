@@ -1,54 +1,51 @@
 """The real transformers BertModel in `gelulab swap`, beside gelulab's own encoders.
 
 The packaged all-MiniLM-L6-v2 folder (experiments.swap.model.model_directory, sha256-checked by the caller) is
-loaded with `transformers.BertModel.from_pretrained(dir, local_files_only=True)` (HF_HUB_OFFLINE=1: nothing is
-downloaded). Its six FFN activations (`encoder.layer.i.intermediate.intermediate_act_fn`, transformers'
-GELUActivation, i.e. torch.nn.functional.gelu) are replaced with `gelulab.swap(model, to=key, impl=...)`, and the
-model is measured exactly as gelulab's encoders are: against the model as loaded, on the same evaluation
-sentences, embeddings (mean pooling, L2-normalised) and hidden states; the fine-tune distils the swapped model's
-encoder layers (embeddings frozen, eval mode: no dropout, as gelulab's encoders) toward the original embeddings
-of the same generated sentences, with the same Adam settings and batches. Its rows carry the backend name
-"transformers".
+loaded by the torch backend's hf module (backends/torch/hf.py: `transformers.BertModel.from_pretrained(dir,
+local_files_only=True)`, offline). Its six FFN activations (`encoder.layer.i.intermediate.intermediate_act_fn`,
+transformers' GELUActivation, i.e. torch.nn.functional.gelu) are replaced with `gelulab.swap(model, to=key,
+impl=...)`, and the model is measured exactly as gelulab's encoders are: against the model as loaded, on the same
+evaluation sentences, embeddings (mean pooling, L2-normalised) and hidden states; the fine-tune distils the
+swapped model's encoder layers (embeddings frozen, eval mode: no dropout, as gelulab's encoders) toward the
+original embeddings of the same generated sentences, with the same Adam settings and batches. Its rows carry the
+backend name "transformers". This module imports no framework: it orchestrates and reports.
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 
-import numpy as np
 from tqdm import tqdm
 
+from gelulab.backends import capabilities
 from gelulab.experiments.swap import model as bert
 
 NAME = "transformers"
+BACKEND = "torch"  # the backend whose hf module (core.contract.PretrainedBert) runs the BertModel
 INSTALL_HINT = "pip install -c constraints.txt -e '.[swap,torch]'"
 
 
 def unavailable() -> str | None:
     """Why the transformers BertModel cannot run here (transformers or torch missing, with the install command),
     or None."""
-    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    missing = [name for name in (capabilities(BACKEND).package, NAME) if importlib.util.find_spec(name) is None]
     return f"{' and '.join(missing)} not installed; install with: {INSTALL_HINT}" if missing else None
 
 
-def load_model(directory):
-    """transformers.BertModel from the packaged folder, offline, in eval mode (float32, CPU)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers import BertModel
-    from transformers.utils import logging
+def backend_module():
+    """The torch backend's hf module (imports torch; transformers on first use)."""
+    from gelulab.backends.torch import hf
 
-    logging.disable_progress_bar()
-    return BertModel.from_pretrained(str(directory), local_files_only=True).eval()
+    return hf
 
 
 def swapped_model(directory, key: str, impl: str, layers: int):
-    """A freshly loaded model with every FFN activation replaced by gelulab's `key` (gelulab.swap); returns
+    """A freshly loaded BertModel with every FFN activation replaced by gelulab's `key` (gelulab.swap); returns
     (model, records). Raises RuntimeError unless exactly `layers` activations (one per encoder layer) were
     replaced."""
     from gelulab.surgery import swap
 
-    model = load_model(directory)
+    model = backend_module().load(directory)
     records = swap(model, to=key, impl=impl)
     ffn = [r for r in records if r.path.endswith("intermediate.intermediate_act_fn")]
     if len(ffn) != layers or len(records) != layers:
@@ -57,51 +54,10 @@ def swapped_model(directory, key: str, impl: str, layers: int):
     return model, records
 
 
-def hidden_states(model, ids, mask, grad: bool = False) -> list:
-    """[embedding output, layer 1 .. layer L] of the BertModel for (B, T) int ids and mask: numpy float32 arrays,
-    or torch tensors with autograd when grad=True."""
-    import torch
-
-    with torch.set_grad_enabled(grad):
-        out = model(input_ids=torch.as_tensor(np.asarray(ids), dtype=torch.long),
-                    attention_mask=torch.as_tensor(np.asarray(mask), dtype=torch.long), output_hidden_states=True)
-    return list(out.hidden_states) if grad else [h.numpy() for h in out.hidden_states]
-
-
 def encode(model, pre, sentences, batch_size) -> bert.Encoded:
     """The evaluation sentences through the BertModel (experiments.swap.model.encode_sentences)."""
-    return bert.encode_sentences(lambda i, m: hidden_states(model, i, m), pre.tokenizer, sentences, batch_size)
-
-
-def finetune(model, ids, mask, targets, batches, lr: float, progress=None) -> list[float]:
-    """Distillation as backends/torch/bert.finetune: Adam (eps=1e-8) on the encoder layers' parameters
-    (embeddings and pooler frozen) minimising mean(1 - cos(embedding, target)), eval mode. ids, mask: (N, T);
-    targets: (N, H) unit vectors; batches: (steps, batch) row indices. Returns the loss per step."""
-    import torch
-    import torch.nn.functional as F
-
-    for p in model.parameters():
-        p.requires_grad_(False)
-    trainable = [p for p in model.encoder.layer.parameters()]
-    for p in trainable:
-        p.requires_grad_(True)
-    opt = torch.optim.Adam(trainable, lr=lr, eps=1e-8)
-    tgt = torch.as_tensor(targets)
-    losses = []
-    for rows in batches:
-        m = torch.as_tensor(mask[rows], dtype=torch.float32)[..., None]
-        h = hidden_states(model, ids[rows], mask[rows], grad=True)[-1]
-        emb = F.normalize((h * m).sum(1) / m.sum(1), dim=-1)
-        loss = 1.0 - (emb * tgt[torch.as_tensor(rows)]).sum(-1).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if progress:
-            progress(1)
-    for p in trainable:
-        p.requires_grad_(False)
-    return losses
+    hf = backend_module()
+    return bert.encode_sentences(lambda i, m: hf.hidden_states(model, i, m), pre.tokenizer, sentences, batch_size)
 
 
 def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, measure, save) -> None:
@@ -112,19 +68,16 @@ def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, m
     if why:
         report["skipped"][NAME] = why
         return
-    import torch
-    import transformers
-
+    hf = backend_module()
     start = time.perf_counter()
-    original_model = load_model(pre.directory)
+    original_model = hf.load(pre.directory)
     original = encode(original_model, pre, sentences, args.batch_size)
     report["rows"].append({"backend": NAME, "activation": "gelu_none", "stage": "original", "steps": 0,
                            "seconds": time.perf_counter() - start,
                            **measure(original, original, index, pairs)})
-    report[NAME] = {"version": transformers.__version__, "torch_threads": torch.get_num_threads(),
-                    "model": type(original_model).__name__,
-                    "original_activation": type(original_model.encoder.layer[0].intermediate.intermediate_act_fn)
-                    .__qualname__, "swaps": {}}
+    info = hf.describe(original_model)
+    report[NAME] = {"version": info["version"], "torch_threads": info["torch_threads"], "model": info["model"],
+                    "original_activation": info["activation"], "swaps": {}}
     save()
     for key in [k for k in swaps if k != "gelu_none"]:
         start = time.perf_counter()
@@ -136,13 +89,13 @@ def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, m
         save()
     for key in tuned:
         ids, mask = train
-        targets = bert.mean_pool(hidden_states(original_model, ids, mask)[-1], mask)
+        targets = bert.mean_pool(hf.hidden_states(original_model, ids, mask)[-1], mask)
         model, _ = swapped_model(pre.directory, key, args.impl, pre.config.layers)
-        before = bert.mean_pool(hidden_states(model, ids, mask)[-1], mask)
+        before = bert.mean_pool(hf.hidden_states(model, ids, mask)[-1], mask)
         batches = bert.batch_indices(len(ids), args.finetune_batch, args.steps, args.seed)
         start = time.perf_counter()
         with tqdm(total=args.steps, desc=f"fine-tune {NAME} {key}", leave=False) as bar:
-            losses = finetune(model, ids, mask, targets, batches, args.lr, progress=bar.update)
+            losses = hf.finetune(model, ids, mask, targets, batches, args.lr, progress=bar.update)
         seconds = time.perf_counter() - start
         after = encode(model, pre, sentences, args.batch_size)
         report["rows"].append({"backend": NAME, "activation": key, "stage": "fine-tuned", "steps": args.steps,
