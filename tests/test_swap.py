@@ -19,6 +19,7 @@ import pytest
 import scipy.stats
 
 from gelulab.backends import get_backend, selected_backends
+from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.swap import model as bert
 from gelulab.experiments.swap import command as swap
 
@@ -148,7 +149,7 @@ def test_encoder_matches_transformers(backend_name, key, outputs, hf_outputs, to
                                atol=EMBEDDING_TOL)
 
 
-@pytest.mark.parametrize("key", ["gelu_none", "relu"])
+@pytest.mark.parametrize("key", list(ACTIVATIONS))
 def test_encoders_agree_with_each_other(backend_name, key, outputs, tokens):
     others = [n for n in selected_backends() if n != backend_name]
     if not others:
