@@ -33,6 +33,7 @@ def run(args) -> int:
     moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0."""
     from gelulab.backends import get_backend, selected_backends
+    from gelulab.core.activations import HEADLINE
     from gelulab.experiments.moons.config import MoonsConfig
     from gelulab.core.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
@@ -40,7 +41,7 @@ def run(args) -> int:
 
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: expected at least 1")
-    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=("relu", "gelu_none"))
+    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=HEADLINE)
     out = Path(args.out)
     names = selected_backends()
     backends = [get_backend(n) for n in names]

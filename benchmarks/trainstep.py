@@ -21,9 +21,10 @@ import importlib.util
 from gelulab.benchmarks.grid import GridSpec
 from gelulab.benchmarks.runner import run_calls
 from gelulab.benchmarks.timer import TimerConfig
+from gelulab.core.activations import HEADLINE
 from gelulab.experiments.moons.config import TRAIN_DTYPES, MoonsConfig, make_data, train_spec
 
-ARMS = ("relu", "gelu_none")  # ReLU vs exact GELU (x Φ(x) via erf)
+ARMS = HEADLINE  # the catalogue's headline pair: ReLU vs exact GELU (x Φ(x) via erfc)
 SEED = 0
 DIRECTION = "train step"
 

@@ -24,10 +24,12 @@ TANH_CUBIC = 0.044715  # tanh form cubic coefficient (Hendrycks & Gimpel 2016)
 SIGMOID_SCALE = 1.702  # sigmoid form x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, section 2)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-# Clamp points: beyond +T the function equals x to the last bit of float64, beyond -T it underflows to -0.0.
-# exact: |x Phi(x)| < 5e-324 for x < -38.5;  tanh: x sigmoid(2u) underflows for x < -22;
+# Clamp points (each catalogue entry's `clamp`): beyond +T the function equals x to the last bit of float64, beyond
+# -T it underflows to -0.0. exact: |x Phi(x)| < 5e-324 for x < -38.5;  tanh: x sigmoid(2u) underflows for x < -22;
 # sigmoid: x sigmoid(1.702 x) underflows for x < -438.
-CLAMP = {"none": 40.0, "tanh": 40.0, "sigmoid": 500.0}
+CLAMP_GELU_NONE = 40.0
+CLAMP_GELU_TANH = 40.0
+CLAMP_GELU_SIGMOID = 500.0
 
 
 def _clamped(xp, w, t):
@@ -72,7 +74,7 @@ def gelu_none(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["none"]
+    t = CLAMP_GELU_NONE
     s = _clamped(xp, w, t)
     y = 0.5 * s * xp.erfc(s * -SQRT_HALF)
     return xp.astype(_tails(xp, w, y, t), dtype)
@@ -86,7 +88,7 @@ def gelu_tanh(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["tanh"]
+    t = CLAMP_GELU_TANH
     s = _clamped(xp, w, t)
     u = SQRT_2_OVER_PI * (s + TANH_CUBIC * (s * s * s))
     y = _x_sigmoid(xp, s, 2.0 * u)
@@ -101,7 +103,7 @@ def gelu_sigmoid(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["sigmoid"]
+    t = CLAMP_GELU_SIGMOID
     s = _clamped(xp, w, t)
     y = _x_sigmoid(xp, s, SIGMOID_SCALE * s)
     return xp.astype(_tails(xp, w, y, t), dtype)

@@ -66,7 +66,7 @@ class Backend:
 
     def relu(self, x, impl: str = "formula"):
         """ReLU(x) = max(x, 0). x: framework array, any float dtype and shape; impl: "formula" or "builtin"."""
-        return self.function("relu", impl)(x)
+        return self.function(activation_key("relu"), impl)(x)
 
     def gelu(self, x, approximate: str = "none", impl: str = "formula"):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit

@@ -91,7 +91,7 @@ def test_every_root_of_a_derivative_lies_in_a_root_window(key, order):
     # relative error means nothing where f' or f'' crosses zero: the tolerance's absolute floor applies inside the
     # root windows, so every root (found in mpmath, not taken from the catalogue) must lie inside one, with room
     for root in _sign_changes(key, order):
-        assert in_root_window(order, np.array([root - 0.05, root, root + 0.05])).all(), (key, order, root)
+        assert in_root_window(key, order, np.array([root - 0.05, root, root + 0.05])).all(), (key, order, root)
 
 
 def _mp_d1(t):

@@ -33,8 +33,9 @@ SENTENCES = [
     "Cats sleep a lot.",
     "Is the library open on Sundays, or only during the week?",
 ]
-# gelulab catalogue key -> transformers' ACT2FN name (transformers/activations.py).
-HF_NAME = {"gelu_none": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "gelu_sigmoid": "quick_gelu", "relu": "relu"}
+# gelulab catalogue key -> transformers' ACT2FN name (transformers/activations.py): each entry's first `hf_names`,
+# a claim test_encoder_matches_transformers checks against transformers' own activation.
+HF_NAME = {k: a.hf_names[0] for k, a in ACTIVATIONS.items() if a.hf_names}
 KEYS = list(HF_NAME)
 EMBEDDING_TOL = 1e-5  # issue 6: float32 sentence embeddings agree within 1e-5
 

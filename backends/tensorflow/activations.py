@@ -14,7 +14,6 @@ import numpy as np
 import tensorflow as tf
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
 
 NAME = "tensorflow"
 MODES = ("eager", "compiled")
@@ -114,17 +113,10 @@ erfc = tf.math.erfc
 exp = tf.math.exp
 sigmoid = tf.math.sigmoid
 
-_BUILTINS = {
-    "relu": tf.nn.relu,
-    "gelu_none": lambda x: tf.nn.gelu(x, approximate=False),
-    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_sigmoid": lambda x: x * tf.math.sigmoid(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The framework's own function for a catalogue entry, or None where the framework has none."""
-    return _BUILTINS.get(activation.key)
+    """The framework's own function for a catalogue entry: its `builtins["tensorflow"]` descriptor
+    (core.activations.Call / TimesX / Expression), resolved here; None where tensorflow has none."""
+    return activation.builtin(NAME)
 
 
 def derivative(fn, activation):

@@ -9,10 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
 
 NAME = "torch"
 MODES = ("eager", "compiled")
@@ -96,17 +94,10 @@ erfc = torch.special.erfc
 exp = torch.exp
 sigmoid = torch.sigmoid
 
-_BUILTINS = {
-    "relu": F.relu,
-    "gelu_none": lambda x: F.gelu(x, approximate="none"),
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_sigmoid": lambda x: x * torch.sigmoid(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The framework's own function for a catalogue entry, or None where the framework has none."""
-    return _BUILTINS.get(activation.key)
+    """The framework's own function for a catalogue entry: its `builtins["torch"]` descriptor
+    (core.activations.Call / TimesX / Expression), resolved here; None where torch has none."""
+    return activation.builtin(NAME)
 
 
 def derivative(fn, activation):

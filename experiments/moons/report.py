@@ -19,13 +19,12 @@ import math
 import numpy as np
 
 from gelulab.core import stats
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
 from gelulab.experiments.moons.config import split_sizes
 from gelulab.core.report import fmt, markdown_table
 
 AGREEMENT_TOL = 1e-6  # issue 2/4: float64 matched training losses of the backends agree within this
 ACCURACY_BAR = 0.94  # issue 2: every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
-BASELINE = "relu"
 
 
 def _label(arm: str) -> str:
@@ -180,7 +179,7 @@ def conclusions(cfg, summary, paired, agreement) -> list[str]:
                    f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI lies within "
                    f"[{f(lo)}, {f(hi)}].")
         out += [f"{r['backend']}/{r['regime']}: {r['verdict']}." for r in fam if r["kind"] in ("higher", "lower")]
-    bar = [r for r in summary if r["arm"] in ("relu", "gelu_none")]
+    bar = [r for r in summary if r["arm"] in HEADLINE]
     if bar:
         worst = min(bar, key=lambda r: r["test_acc"]["mean"])
         ok = worst["test_acc"]["mean"] >= ACCURACY_BAR

@@ -1,6 +1,6 @@
 """`gelulab swap`: replace the exact GELU of a pretrained BERT (all-MiniLM-L6-v2) and measure the damage.
 
-For each backend and each replacement activation (default gelu_tanh, gelu_sigmoid, relu) every FFN activation of
+For each backend and each replacement activation (default: every other catalogue entry) every FFN activation of
 the 6 layers is swapped; against the original model (exact GELU) gelulab reports the cosine between sentence
 embeddings (mean, worst), the per-layer drift of the hidden states (mean token cosine, relative L2), and how well
 cosine similarity still separates paraphrases from other pairs (ROC-AUC, sklearn) on experiments/data/
@@ -24,13 +24,12 @@ from tqdm import tqdm
 
 from gelulab.backends import BackendUnavailable, get_backend, selected_backends
 from gelulab.experiments.swap import model as bert
-from gelulab.core.activations import IMPLS, get_activation
+from gelulab.core.activations import ACTIVATIONS, BASELINE, IMPLS, get_activation
 from gelulab.core.config import parse_backend_list
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 
 DATA = Path(__file__).resolve().parent / "data" / "sentence_pairs.tsv"
-ORIGINAL = "gelu_none"
-DEFAULT_SWAPS = ("gelu_tanh", "gelu_sigmoid", "relu")
+DEFAULT_SWAPS = tuple(ACTIVATIONS)  # every catalogue entry; the model's own activation is its "original" row
 
 # Word lists for the fine-tune sentences (written for gelulab; combined by templates, no copied corpus).
 _PEOPLE = ("the teacher", "my sister", "a young farmer", "the pilot", "our neighbour", "the old fisherman",
@@ -121,13 +120,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backends", default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else every installed one)")
     parser.add_argument("--activations", default=",".join(DEFAULT_SWAPS),
-                        help=f"catalogue keys replacing the FFN's exact GELU (default {','.join(DEFAULT_SWAPS)})")
+                        help="catalogue keys replacing the FFN's exact GELU (default: every catalogue entry)")
     parser.add_argument("--impl", default="formula", choices=IMPLS,
                         help="activation implementation: gelulab's formula or the framework's builtin")
     parser.add_argument("--pairs", default=str(DATA), help="TSV of labelled sentence pairs")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
     parser.add_argument("--finetune", action="store_true", help="also run the distillation fine-tune")
-    parser.add_argument("--finetune-activations", default="relu", help="swapped models to fine-tune (default relu)")
+    parser.add_argument("--finetune-activations", default=BASELINE,
+                        help=f"swapped models to fine-tune (default {BASELINE})")
     parser.add_argument("--steps", type=int, default=100, help="fine-tune steps (default 100)")
     parser.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
     parser.add_argument("--finetune-batch", type=int, default=16, help="sentences per fine-tune step")
@@ -170,10 +170,11 @@ def _measure(original: bert.Encoded, encoded: bert.Encoded, index, pairs) -> dic
 
 
 def _finetune(mod, backend, pre, key, args, train, original_fw) -> dict:
-    """Distil the model with `key` toward the original embeddings of the generated sentences; returns
-    {"params": fine-tuned framework params, "losses", "seconds", "train_cos_before"}."""
+    """Distil the model with `key` toward the original embeddings (the model's own activation, pre.config.activation)
+    of the generated sentences; returns {"params": fine-tuned framework params, "losses", "seconds",
+    "train_cos_before"}."""
     ids, mask = train
-    orig = backend.function(ORIGINAL, args.impl)
+    orig = backend.function(pre.config.activation, args.impl)
     targets = bert.mean_pool(mod.encode(original_fw, ids, mask, pre.config, orig)[-1], mask)
     act = backend.function(key, args.impl)
     before = bert.mean_pool(mod.encode(original_fw, ids, mask, pre.config, act)[-1], mask)
@@ -217,7 +218,8 @@ def run(args) -> int:
     if tuned:
         report["train_eval_overlap"] = overlap  # generated sentences that are also evaluation sentences
     used = []
-    tasks = [(n, k) for n in names for k in [ORIGINAL, *(k for k in swaps if k != ORIGINAL)]]
+    original = pre.config.activation  # the catalogue key of config.json's hidden_act ("gelu": exact GELU)
+    tasks = [(n, k) for n in names for k in [original, *(k for k in swaps if k != original)]]
     bar = tqdm(tasks, desc="swap", unit="model")
     for name, group in itertools.groupby(bar, key=lambda t: t[0]):
         try:
@@ -233,9 +235,9 @@ def run(args) -> int:
             start = time.perf_counter()
             act = backend.function(key, args.impl)
             encoded[key] = _encode(mod, params, pre, act, sentences, args.batch_size)
-            report["rows"].append({"backend": name, "activation": key, "stage": "original" if key == ORIGINAL
+            report["rows"].append({"backend": name, "activation": key, "stage": "original" if key == original
                                    else "swapped", "steps": 0, "seconds": time.perf_counter() - start,
-                                   **_measure(encoded[ORIGINAL], encoded[key], index, pairs)})
+                                   **_measure(encoded[original], encoded[key], index, pairs)})
         report["environment"] = environment(used)
         _write(out, report)  # after every step: nothing computed is lost if a later one fails
         for key in tuned:
@@ -246,7 +248,7 @@ def run(args) -> int:
             act = backend.function(key, args.impl)
             after = _encode(mod, ft["params"], pre, act, sentences, args.batch_size)
             report["rows"].append({"backend": name, "activation": key, "stage": "fine-tuned", "steps": args.steps,
-                                   "seconds": ft["seconds"], **_measure(encoded[ORIGINAL], after, index, pairs)})
+                                   "seconds": ft["seconds"], **_measure(encoded[original], after, index, pairs)})
             report["finetune"].setdefault(name, {})[key] = {
                 "steps": args.steps, "lr": args.lr, "batch": args.finetune_batch, "seconds": ft["seconds"],
                 "train_cos_before": ft["train_cos_before"], "loss_first": ft["losses"][0],
