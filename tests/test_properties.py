@@ -119,7 +119,10 @@ def test_increasing_above_the_largest_critical_point(backend, key, impl, dtype):
     def prop(xs):
         xs = sorted(set(xs))
         g, _ = _f(backend, key, impl, xs, dtype)
-        # non-decreasing, up to a rounding step where GELU is flat next to its minimum
-        assert np.all(np.diff(g) >= -2 * eps * np.abs(g[1:]))
+        # non-decreasing, up to a rounding step where GELU is flat next to its minimum, and up to the flush-to-zero
+        # slack for subnormals (core.tolerances.OVERRIDES; measured: TensorFlow's relu(-2.2e-313) = -2.2e-313 in
+        # float64 once XLA has run, beside relu(-0.5) = 0)
+        slack = 2 * float(np.finfo(DTYPES[dtype]).smallest_normal)
+        assert np.all(np.diff(g) >= -2 * eps * np.abs(g[1:]) - slack)
 
     prop()
