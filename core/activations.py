@@ -188,7 +188,10 @@ _X_CDF_LIMITS = {0: (-0.0, math.inf), 1: (-0.0, 1.0), 2: (-0.0, -0.0)}
 # GELU's derivative roots (mpmath.findroot): f' = 0 at x = -0.75179 (exact; -0.75246 tanh, -0.75115 sigmoid),
 # f'' = 0 at x = +-sqrt 2 (exact; +-1.41850 tanh, +-1.40973 sigmoid). One set of windows covers the three forms.
 _GELU_ROOTS = {1: ((-0.85, -0.65),), 2: ((-1.6, -1.2), (1.2, 1.6))}
-_FAR = 1e3  # past |x| = 1000 every GELU form equals its limit to far below any dtype's resolution
+# Past |x| = 1000 every GELU form and SiLU equals its limit to far below any dtype's resolution (the slowest tail,
+# x sigmoid(x), is 1000 e^-1000 < 2^-1400 there), and mpmath's erfc, or the exact rounding of an e^-1e300, cannot
+# take such arguments.
+_FAR = 1e3
 
 
 def _entries():
@@ -234,6 +237,20 @@ def _entries():
             clamp=formulas.CLAMP_GELU_SIGMOID, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-420.0, -416.0),),
             color="tab:green",
             hf_names=("quick_gelu",),
+        ),
+        Activation(
+            "silu", "silu", None, formulas.silu, formulas.silu_d1, formulas.silu_d2, mp_forms.silu, _X_CDF_LIMITS,
+            "x sigmoid(x); Elfwing, Uchibe & Doya 2018, eq. 1 (SiLU); Ramachandran et al. 2017 (Swish, beta = 1)",
+            builtins={"numpy": TimesX("scipy.special.expit"), "jax": Call("jax.nn.silu"),
+                      "torch": Call("torch.nn.functional.silu"), "tensorflow": Call("tensorflow.nn.silu")},
+            clamp=formulas.CLAMP_SILU, far=_FAR,
+            # mpmath.findroot: f' = 0 at x = -1.2784645427610738 (the minimum, f = -0.2784645427610738),
+            # f'' = 0 at x = +-2.3993572805154676 (x tanh(x/2) = 2). SiLU is flatter there than GELU (f'' = 0.218 at
+            # the minimum, GELU 0.43): windows of +-0.2 and +-0.3 keep |f'| <= 0.05 and |f''| <= 0.035 inside, as
+            # GELU's +-0.1 and +-0.2 keep |f'| <= 0.047 and |f''| <= 0.1.
+            root_windows={1: ((-1.48, -1.08),), 2: ((-2.7, -2.1), (2.1, 2.7))},
+            dense_tail=((-716.0, -707.0),),  # sigmoid(x) subnormal in float64 (x < -708.4) while f' is still normal
+            color="tab:purple", hf_names=("silu", "swish"),
         ),
     )
 

@@ -30,6 +30,8 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 CLAMP_GELU_NONE = 40.0
 CLAMP_GELU_TANH = 40.0
 CLAMP_GELU_SIGMOID = 500.0
+# SiLU: x sigmoid(x) rounds to x for x > 37 and underflows for x < -751.8 (|x| e^x < 2.5e-324).
+CLAMP_SILU = 800.0
 
 
 def _clamped(xp, w, t):
@@ -109,6 +111,22 @@ def gelu_sigmoid(xp, x):
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
+def silu(xp, x):
+    """SiLU (Swish-1), x sigmoid(x), in the wide dtype through the small side of the sigmoid, rounded once.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    Source: Elfwing, Uchibe & Doya 2018, "Sigmoid-weighted linear units", arXiv:1702.03118, eq. 1; Ramachandran,
+    Zoph & Le 2017, "Searching for activation functions" (Swish with beta = 1), arXiv:1710.05941; Hendrycks & Gimpel
+    2016 name it SiLU; torch.nn.functional.silu, jax.nn.silu, tf.nn.silu.
+    """
+    dtype = xp.dtype_name(x)
+    w = xp.astype(x, xp.wide(dtype))
+    t = CLAMP_SILU
+    s = _clamped(xp, w, t)
+    y = _x_sigmoid(xp, s, s)
+    return xp.astype(_tails(xp, w, y, t), dtype)
+
+
 # Closed-form derivatives, for a backend without autodiff (numpy). Each takes and returns the wide dtype.
 
 
@@ -163,3 +181,16 @@ def gelu_sigmoid_d2(xp, x):
     k = SIGMOID_SCALE
     p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
     return p * q * (2.0 * k + k * k * x * (q - p))
+
+
+def silu_d1(xp, x):
+    """d/dx x sigma(x) = sigma(x) (1 + x (1 - sigma(x))) = sigma(x) (1 + x sigma(-x)), the product with sigma(x)
+    formed through the small side of the sigmoid (no subnormal sigma(x) where f' is still normal, x ~ -710)."""
+    return _x_sigmoid(xp, 1.0 + x * xp.sigmoid(-x), x)
+
+
+def silu_d2(xp, x):
+    """d2/dx2 x sigma(x) = sigma(x) sigma(-x) (2 + x (1 - 2 sigma(x))); the tiny factor sigma(-|x|) is applied last
+    through the small side of the sigmoid, the other factor being sigma(|x|) (2 + x (sigma(-x) - sigma(x)))."""
+    neg = xp.where(x > 0, -x, x)  # -|x|
+    return _x_sigmoid(xp, xp.sigmoid(-neg) * (2.0 + x * (xp.sigmoid(-x) - xp.sigmoid(x))), neg)

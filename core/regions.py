@@ -34,7 +34,7 @@ def underflow_point(key: str, dtype: str) -> float | None:
     """The x < 0 below which catalogue entry `key`'s value rounds to -0 in `dtype` (|f(x)| < smallest subnormal / 2),
     found by bisection on the mpmath reference over [-1e4, -3]; None when the entry has no vanishing negative tail
     (ReLU is 0 already at -3). float32 / float64: exact GELU about -14.4 / -38.6, the tanh form -10.8 / -21.6,
-    x sigmoid(1.702 x) -63.5 / -441.4."""
+    x sigmoid(1.702 x) -63.5 / -441.4, x sigmoid(x) -108.7 / -751.8."""
     half_tiny = mpmath.mpf(float(get_dtype(dtype).finfo.smallest_subnormal)) / 2
 
     def small(x):
