@@ -126,7 +126,7 @@ def plot_decision_boundaries(results, path) -> Path:
 def plot_test_accuracy(results, path) -> Path:
     """Left: test accuracy per arm, one point per seed, colour per backend (marker per regime), mean +- 95 %
     CI.
-    Right: paired difference GELU form - ReLU per seed (percentage points)."""
+    Right: paired difference activation - ReLU (the baseline) per seed (percentage points)."""
     plt = _plt()
     rows, arms = _rows(results), results["config"]["arms"]
     summary = {(r["backend"], r["regime"], r["arm"]): r["test_acc"] for r in results["summary"]}
@@ -169,7 +169,7 @@ def plot_test_accuracy(results, path) -> Path:
         ax.axhline(0, color="gray", lw=1)
         ax.set_xticks(range(len(gelu)), [f"{_label(a)}\n− {_label(BASELINE)}" for a in gelu])
         ax.set_ylabel("paired difference (percentage points)")
-        ax.set_title("Same seed: GELU form − ReLU (black: mean)")
+        ax.set_title("Same seed: activation − ReLU (black: mean)")
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"make_moons test accuracy, {len(results['config']['seeds'])} seeds "
                  f"({results['config']['dtype']})", fontsize=13)

@@ -174,7 +174,7 @@ def conclusions(cfg, summary, paired, agreement) -> list[str]:
         lo = min((r["ci_low"] for r in fam if np.isfinite(r["ci_low"])), default=math.nan)
         hi = max((r["ci_high"] for r in fam if np.isfinite(r["ci_high"])), default=math.nan)
         diffs = [r["mean_diff"] for r in fam]
-        out.append(f"{name}, GELU form − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
+        out.append(f"{name}, activation − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
                    f"{len(cfg.seeds)} seeds, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
                    f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI lies within "
                    f"[{f(lo)}, {f(hi)}].")
@@ -234,7 +234,7 @@ def _summary_md(rows) -> str:
 
 
 def _paired_md(rows) -> str:
-    head = ["backend", "regime", "GELU form − ReLU", "metric", "mean diff", "95 % CI", "Wilcoxon p (BH)",
+    head = ["backend", "regime", "activation − ReLU", "metric", "mean diff", "95 % CI", "Wilcoxon p (BH)",
             "t-test p (BH)", "won / tied / lost", "verdict"]
     body = []
     for r in rows:
@@ -308,7 +308,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "setup": ("Setup", lambda: _setup_md(results)),
         "conclusions": ("Conclusions", lambda: "\n".join(f"- {c}" for c in results["conclusions"]) + "\n"),
         "summary": ("Test accuracy and loss per backend × regime × arm", lambda: _summary_md(results["summary"])),
-        "paired": ("Paired differences: GELU form − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
+        "paired": ("Paired differences: activation − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
         "agreement": ("Cross-backend agreement (matched regime)", lambda: _agreement_md(results["agreement"])),
         "defaults": ("What the framework defaults change: native − matched",
                      lambda: _defaults_md(results["defaults"])),
