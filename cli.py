@@ -38,6 +38,7 @@ def run(args) -> int:
     that can train (numpy alone: the moons part needs autodiff). Both parts resume: rerunning the same command
     after an interrupt skips the parity groups and moons runs already stored in --out."""
     from gelulab.backends import get_backend, selected_backends
+    from gelulab.core.activations import HEADLINE
     from gelulab.core.output import Interrupted, check_writable
     from gelulab.core.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
@@ -46,7 +47,7 @@ def run(args) -> int:
 
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: expected at least 1")
-    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=("relu", "gelu_none"))
+    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=HEADLINE)
     out = check_writable(args.out)
     names = selected_backends()
     trainable, _ = moons.check_backends(names)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gelulab.benchmarks.bandwidth import cell_throughput
 from gelulab.benchmarks.grid import AXES
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import BASELINE
 from gelulab.core.dtypes import get_dtype
 
 GOOD = ("ok",)  # rows whose times enter ratios ("recompiled", "not compiled" and "error" rows do not)
@@ -44,14 +44,16 @@ def _good(rows):
 
 
 def gelu_over_relu(rows: list[dict]) -> list[dict]:
-    """For every GELU cell with a ReLU cell at the same backend, device, mode, impl, direction, dtype and size:
-    {those axes, "activation": the GELU key, "ratio": median GELU time / median ReLU time, "gelu_s", "relu_s"}."""
+    """For every cell of an activation other than the baseline (core.activations.BASELINE, ReLU: the GELU forms and
+    SiLU) with a baseline cell at the same backend, device, mode, impl, direction, dtype and size: {those axes,
+    "activation": its key, "ratio": its median time / the baseline's, "gelu_s": its median, "relu_s": the
+    baseline's}."""
     good = _good(rows)
     out = []
     for row in good.values():
-        if ACTIVATIONS[row["activation"]].op != "gelu":
+        if row["activation"] == BASELINE:
             continue
-        relu = good.get(cell_key({**row, "activation": "relu"}))
+        relu = good.get(cell_key({**row, "activation": BASELINE}))
         if relu is None:
             continue
         out.append({**{a: row[a] for a in AXES}, "ratio": row["median_s"] / relu["median_s"],

@@ -2,7 +2,7 @@
 
 Axes: backend × device × mode × activation × impl × direction × dtype × size.
 
-* activation: catalogue keys (core.activations.ACTIVATIONS: relu, gelu_none, gelu_tanh, gelu_sigmoid).
+* activation: catalogue keys (core.activations.ACTIVATIONS: relu, gelu_none, gelu_tanh, gelu_sigmoid, ...).
 * impl: "builtin" (the framework's own function) or "formula" (gelulab's accurate formula, core.formulas).
 * direction: "forward" times `backend.function(key, impl, order=0, mode)(x)`, i.e. y = f(x).
   "forward+backward" times `backend.function(key, impl, order=1, mode)(x)`: the framework's vjp of f at x with a
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 from gelulab.backends import BACKEND_NAMES, requested_backends
 from gelulab.core import config
-from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.activations import ACTIVATIONS, HEADLINE, IMPLS
 from gelulab.core.dtypes import DTYPES
 
 DIRECTIONS = ("forward", "forward+backward")
@@ -96,7 +96,7 @@ class GridSpec:
         ]
 
 
-QUICK = {"activations": ("relu", "gelu_none"), "impls": IMPLS, "directions": DIRECTIONS, "dtypes": ("float32",),
+QUICK = {"activations": HEADLINE, "impls": IMPLS, "directions": DIRECTIONS, "dtypes": ("float32",),
              "sizes": (10**4,), "modes": MODES}
 
 

@@ -13,7 +13,6 @@ from gelulab.benchmarks.grid import DIRECTIONS, MODES
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.dtypes import get_dtype
 
-COLORS = {"relu": "tab:red", "gelu_none": "tab:blue", "gelu_tanh": "tab:orange", "gelu_sigmoid": "tab:green"}
 STYLES = {"builtin": ("-", "o"), "formula": ("--", "s")}
 
 
@@ -47,7 +46,7 @@ def throughput_plot(result: dict, backend: str, dtype: str, path: Path) -> Path 
                     pts = sorted((c["size"], c["elements_per_s"]) for c in cells if c["mode"] == mode
                                  and c["direction"] == direction and c["activation"] == act and c["impl"] == impl)
                     if pts:
-                        ax.plot(*zip(*pts), color=COLORS.get(act), ls=style, marker=marker, ms=3.5,
+                        ax.plot(*zip(*pts), color=ACTIVATIONS[act].color, ls=style, marker=marker, ms=3.5,
                                 label=f"{ACTIVATIONS[act].label} {impl}")
             ax.set_xscale("log")
             ax.set_yscale("log")

@@ -5,7 +5,7 @@ from scipy.stats import gmean
 
 from gelulab.backends import BACKEND_NAMES
 from gelulab.benchmarks.grid import DIRECTIONS, MODES
-from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE, IMPLS
 from gelulab.core.config import DEVICES
 from gelulab.core.report import fmt, markdown_table
 
@@ -39,7 +39,8 @@ def _order(key: tuple) -> tuple:
 
 
 def ratio_tables(result: dict, dtype: str, size: int) -> str:
-    """Markdown: the formula ÷ builtin and GELU ÷ ReLU pivots at one dtype and size."""
+    """Markdown: the formula ÷ builtin and GELU ÷ ReLU (every activation ÷ the baseline) pivots at one dtype and
+    size."""
     fb = [e for e in result["ratios"]["formula_over_builtin"] if (e["dtype"], e["size"]) == (dtype, size)]
     gr = [e for e in result["ratios"]["gelu_over_relu"] if (e["dtype"], e["size"]) == (dtype, size)]
     acts = [a for a in ACTIVATIONS if any(e["activation"] == a for e in fb)]
@@ -48,7 +49,8 @@ def ratio_tables(result: dict, dtype: str, size: int) -> str:
     out += markdown_table(["backend", "device", "mode", "direction"] + acts,
                           _pivot(fb, ("backend", "device", "mode", "direction"), "activation", acts)) if fb else \
         "(no pair of formula and builtin cells)\n"
-    out += f"\n### GELU ÷ ReLU (same impl), {dtype}, n = {size:.0e}\n\n"
+    out += (f"\n### GELU ÷ ReLU: each activation ÷ {ACTIVATIONS[BASELINE].label} (same impl), {dtype}, "
+            f"n = {size:.0e}\n\n")
     out += markdown_table(["backend", "device", "mode", "impl", "direction"] + gelus,
                           _pivot(gr, ("backend", "device", "mode", "impl", "direction"), "activation", gelus)) \
         if gr else "(no pair of GELU and ReLU cells)\n"
@@ -87,6 +89,7 @@ def cell_rows(cells: list[dict]) -> list[list]:
     return rows
 
 
+_HEADLINE_GELU = next(k for k in HEADLINE if k != BASELINE)  # exact GELU, the training step's other arm
 TRAIN_STEP_HEADERS = ["backend", "device", "mode", "impl", "dtype", "ReLU µs", "ReLU IQR µs", "GELU µs",
                       "GELU IQR µs", "GELU ÷ ReLU", "first call (compile) ms ReLU / GELU", "status"]
 
@@ -105,7 +108,7 @@ def train_step_table(result: dict) -> str:
     us = lambda r, k: r[k] * 1e6 if r and k in r else None
     rows = []
     for key in sorted(pairs, key=_order):
-        relu, gelu = pairs[key].get("relu"), pairs[key].get("gelu_none")
+        relu, gelu = pairs[key].get(BASELINE), pairs[key].get(_HEADLINE_GELU)
         ratio = (gelu["median_s"] / relu["median_s"] if relu and gelu and relu["status"] == gelu["status"] == "ok"
                  else None)
         first = " / ".join(fmt(r["first_call_s"] * 1e3) if r and "first_call_s" in r else "-" for r in (relu, gelu))

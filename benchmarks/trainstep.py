@@ -26,9 +26,10 @@ from gelulab.benchmarks.grid import GridSpec
 from gelulab.benchmarks.runner import run_calls
 from gelulab.benchmarks.timer import TimerConfig
 from gelulab.core import training
+from gelulab.core.activations import HEADLINE
 from gelulab.core.training import TRAIN_DTYPES, TrainSpec
 
-ARMS = ("relu", "gelu_none")  # ReLU vs exact GELU (x Φ(x) via erf)
+ARMS = HEADLINE  # the catalogue's headline pair: ReLU vs exact GELU (x Φ(x) via erfc)
 SEED = 0
 DIRECTION = "train step"
 # The moons experiment's default network and optimiser: 2 -> 64 -> 64 -> 1, batch 32, Adam (lr, beta1, beta2, eps)

@@ -16,7 +16,8 @@ class BertConfig:
 
     vocab_size [vocab_size], hidden [hidden_size], layers [num_hidden_layers], heads [num_attention_heads],
     ffn [intermediate_size], max_positions [max_position_embeddings], type_vocab [type_vocab_size],
-    eps [layer_norm_eps], activation: the catalogue key of `hidden_act` ("gelu" -> "gelu_none").
+    eps [layer_norm_eps], activation: the catalogue key of `hidden_act` (core.activations.HF_ACTIVATIONS: exact GELU
+    for "gelu").
     """
 
     vocab_size: int

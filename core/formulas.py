@@ -24,10 +24,14 @@ TANH_CUBIC = 0.044715  # tanh form cubic coefficient (Hendrycks & Gimpel 2016)
 SIGMOID_SCALE = 1.702  # sigmoid form x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, section 2)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-# Clamp points: beyond +T the function equals x to the last bit of float64, beyond -T it underflows to -0.0.
-# exact: |x Phi(x)| < 5e-324 for x < -38.5;  tanh: x sigmoid(2u) underflows for x < -22;
+# Clamp points (each catalogue entry's `clamp`): beyond +T the function equals x to the last bit of float64, beyond
+# -T it underflows to -0.0. exact: |x Phi(x)| < 5e-324 for x < -38.5;  tanh: x sigmoid(2u) underflows for x < -22;
 # sigmoid: x sigmoid(1.702 x) underflows for x < -438.
-CLAMP = {"none": 40.0, "tanh": 40.0, "sigmoid": 500.0}
+CLAMP_GELU_NONE = 40.0
+CLAMP_GELU_TANH = 40.0
+CLAMP_GELU_SIGMOID = 500.0
+# SiLU: x sigmoid(x) rounds to x for x > 37 and underflows for x < -751.8 (|x| e^x < 2.5e-324).
+CLAMP_SILU = 800.0
 
 
 def _clamped(xp, w, t):
@@ -72,7 +76,7 @@ def gelu_none(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["none"]
+    t = CLAMP_GELU_NONE
     s = _clamped(xp, w, t)
     y = 0.5 * s * xp.erfc(s * -SQRT_HALF)
     return xp.astype(_tails(xp, w, y, t), dtype)
@@ -86,7 +90,7 @@ def gelu_tanh(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["tanh"]
+    t = CLAMP_GELU_TANH
     s = _clamped(xp, w, t)
     u = SQRT_2_OVER_PI * (s + TANH_CUBIC * (s * s * s))
     y = _x_sigmoid(xp, s, 2.0 * u)
@@ -101,9 +105,25 @@ def gelu_sigmoid(xp, x):
     """
     dtype = xp.dtype_name(x)
     w = xp.astype(x, xp.wide(dtype))
-    t = CLAMP["sigmoid"]
+    t = CLAMP_GELU_SIGMOID
     s = _clamped(xp, w, t)
     y = _x_sigmoid(xp, s, SIGMOID_SCALE * s)
+    return xp.astype(_tails(xp, w, y, t), dtype)
+
+
+def silu(xp, x):
+    """SiLU (Swish-1), x sigmoid(x), in the wide dtype through the small side of the sigmoid, rounded once.
+
+    x: array of any float dtype, any shape. Returns the same dtype and shape.
+    Source: Elfwing, Uchibe & Doya 2018, "Sigmoid-weighted linear units", arXiv:1702.03118, eq. 1; Ramachandran,
+    Zoph & Le 2017, "Searching for activation functions" (Swish with beta = 1), arXiv:1710.05941; Hendrycks & Gimpel
+    2016 name it SiLU; torch.nn.functional.silu, jax.nn.silu, tf.nn.silu.
+    """
+    dtype = xp.dtype_name(x)
+    w = xp.astype(x, xp.wide(dtype))
+    t = CLAMP_SILU
+    s = _clamped(xp, w, t)
+    y = _x_sigmoid(xp, s, s)
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -161,3 +181,16 @@ def gelu_sigmoid_d2(xp, x):
     k = SIGMOID_SCALE
     p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
     return p * q * (2.0 * k + k * k * x * (q - p))
+
+
+def silu_d1(xp, x):
+    """d/dx x sigma(x) = sigma(x) (1 + x (1 - sigma(x))) = sigma(x) (1 + x sigma(-x)), the product with sigma(x)
+    formed through the small side of the sigmoid (no subnormal sigma(x) where f' is still normal, x ~ -710)."""
+    return _x_sigmoid(xp, 1.0 + x * xp.sigmoid(-x), x)
+
+
+def silu_d2(xp, x):
+    """d2/dx2 x sigma(x) = sigma(x) sigma(-x) (2 + x (1 - 2 sigma(x))); the tiny factor sigma(-|x|) is applied last
+    through the small side of the sigmoid, the other factor being sigma(|x|) (2 + x (sigma(-x) - sigma(x)))."""
+    neg = xp.where(x > 0, -x, x)  # -|x|
+    return _x_sigmoid(xp, xp.sigmoid(-neg) * (2.0 + x * (xp.sigmoid(-x) - xp.sigmoid(x))), neg)

@@ -61,7 +61,7 @@ class Backend:
         naming the dtype for an integer, bool or other non-float array (the frameworks disagree on what ReLU of
         an integer array returns: float32, float64 or int32)."""
         self.check_float(x, "relu")
-        return self.function("relu", impl)(x)
+        return self.function(activation_key("relu"), impl)(x)
 
     def gelu(self, x, approximate: str = "none", impl: str = "formula"):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit

@@ -137,6 +137,83 @@ TF_F64_CONST = (
 )
 
 
+# SiLU, x * sigmoid(x) (torch.nn.functional.silu, jax.nn.silu, tf.nn.silu; numpy: x * scipy.special.expit(x)).
+_INF_SILU = ("x*sigmoid(x) at -inf is -inf * 0 = NaN (the limit is -0), and its derivatives from autodiff are NaN at "
+             "+-inf (inf * 0; the limits are 1 and 0)")
+SILU_INF_JAX = (_INF_SILU, "no jax report found (2026-11); torch's twin: https://github.com/pytorch/pytorch/issues/160876")
+SILU_INF_TF = (_INF_SILU,
+               "no tensorflow report found (2026-11); torch's twin: https://github.com/pytorch/pytorch/issues/160876")
+SILU_INF_TORCH = (
+    ("torch's silu computes x / (1 + exp(-x)): -inf / inf = NaN at -inf (the limit is -0), and its backward "
+     "sigmoid(x) (1 + x (1 - sigmoid(x))) is NaN at +-inf (the limits are 1 and 0)"),
+    "https://github.com/pytorch/pytorch/issues/160876 (fix of the value: https://github.com/pytorch/pytorch/pull/195197, open)",
+)
+SILU_INF_NUMPY = (
+    "numpy's reference x * scipy.special.expit(x) is -inf * 0 = NaN at -inf (the limit is -0)",
+    "no upstream report found (2026-11); torch's twin: https://github.com/pytorch/pytorch/issues/160876",
+)
+_FTZ_SILU = ("sigmoid(x) is subnormal below x = -708.4 (float64) and -87.3 (float32; bfloat16 is computed in float32) "
+             "and is flushed to zero, so x*sigmoid(x) and its derivatives are 0 down to x = -715 (float64) / -91.8 "
+             "(float32), where they are still normal numbers (f(-709) = -5.8e-306)")
+SILU_FTZ_SIGMOID_JAX = (
+    _FTZ_SILU + " (XLA's CPU flush-to-zero)",
+    "https://github.com/jax-ml/jax/issues/39798 (the gradient at x = -709; fix https://github.com/jax-ml/jax/pull/40828 closed)",
+)
+SILU_FTZ_SIGMOID_TF = (
+    _FTZ_SILU + " (TF's CPU kernels flush subnormals)",
+    ("https://github.com/tensorflow/tensorflow/issues/124835 (the gradient at x = -709; fix "
+     "https://github.com/tensorflow/tensorflow/pull/125173 is not in 2.21.0); f'': "
+     "https://github.com/tensorflow/tensorflow/issues/124832"),
+)
+_EXP_OVERFLOW_SILU = ("x / (1 + exp(-x)): exp(-x) overflows to inf below x = -709.78 (float64) / -88.72 (float32; "
+                      "bfloat16 is computed in float32), so the result is -0 down to x = -715 / -91.8, where "
+                      "x*sigmoid(x) is still a normal number")
+SILU_EXP_OVERFLOW_TORCH = (
+    "torch's silu computes " + _EXP_OVERFLOW_SILU + "; its backward likewise",
+    "no pytorch report found (2026-11); same fault: https://github.com/tenstorrent/tt-metal/issues/55711",
+)
+SILU_EXP_OVERFLOW_NUMPY = (
+    "scipy.special.expit computes 1 / (1 + exp(-x)), so numpy's reference is " + _EXP_OVERFLOW_SILU,
+    "no upstream report found (2026-11); same fault: https://github.com/tenstorrent/tt-metal/issues/55711",
+)
+_F16_SILU = ("in float16 the builtin forms its value or derivatives from sigmoid(x) rounded to float16, which is "
+             "subnormal below x = -9.7 and 0 below x = -17.3, while x*sigmoid(x) is representable down to x = -20.3: "
+             "the results lose most digits from x = -11 and are 0 in [-18.6, -17.3]")
+SILU_F16_SIGMOID = (_F16_SILU, "no upstream report found (2026-11)")
+_GRAD2_SILU = ("the builtin's second derivative (autodiff through sigmoid(x) (1 - sigmoid(x))) cancels in "
+               "1 - sigmoid(x) for x > 0: its relative error grows like eps e^x (3e-12 at x = 10 in float64, 1e-3 in "
+               "float32), and it is 0 where 1 - sigmoid(x) rounds to 0 (x > 36.7 float64, 16.6 float32) although "
+               "f'' ~ -x e^-x is still normal (-7.7e-63 at x = 148)")
+SILU_GRAD2_CANCEL_JAX = (
+    _GRAD2_SILU,
+    ("https://github.com/jax-ml/jax/issues/40385 (jax.nn.sigmoid's gradient, sigmoid (1 - sigmoid); fix "
+     "https://github.com/jax-ml/jax/pull/40825, open)"),
+)
+SILU_GRAD2_CANCEL_TF = (
+    _GRAD2_SILU, "no tensorflow report found (2026-11); torch's twin: https://github.com/pytorch/pytorch/issues/195682")
+SILU_GRAD2_CANCEL_TORCH = (
+    _GRAD2_SILU + " (torch differentiates its silu backward sigmoid(x) (1 + x (1 - sigmoid(x))))",
+    "https://github.com/pytorch/pytorch/issues/195682 (f'' = 0 at x = 40.41 in float64, open)",
+)
+_LOW_SILU = ("in bfloat16 and float16 the builtin's derivatives are formed in (or rounded through) the input dtype: "
+             "sigmoid + x sigmoid (1 - sigmoid) loses its leading digits next to the roots of f' (x = -1.28) and f'' "
+             "(x = +-2.40) beyond the root windows, and f'' is 0 where 1 - sigmoid(x) rounds to 0 (x > 5.5 bfloat16, "
+             "7.6 float16) although it is still representable")
+SILU_LOW_PRECISION_GRAD = (_LOW_SILU, "no upstream report found (2026-11)")
+SILU_F16_SIGMOID_LOW_PRECISION = (_F16_SILU + "; and " + _LOW_SILU, "no upstream report found (2026-11)")
+SILU_FTZ_SIGMOID_LOW_PRECISION_JAX = (
+    SILU_FTZ_SIGMOID_JAX[0] + "; and " + _LOW_SILU,
+    SILU_FTZ_SIGMOID_JAX[1] + " ; no report of the low-precision derivative found (2026-11)",
+)
+SILU_FORMULA_F64_SUBNORMAL = (
+    ("gelulab's own float64 SiLU formula on XLA (flush-to-zero): the product (x p) p of x sigmoid(x) = ((x p) p) / "
+     "(p^2 + q^2), p = sigmoid(x/2), is subnormal and flushed for |x| just above the smallest normal (f(6.2e-308) = "
+     "3.1e-308 returned as 0), and a term e^x / 2 of f'' is subnormal for x in [-708.4, -707.7] (f'' 0.2 % low); "
+     "not fixed: every other input meets the float64 goal"),
+    "https://github.com/jax-ml/jax/issues/16200 (XLA flush-to-zero); core/formulas.py",
+)
+
+
 def _f(mechanism, backend, keys, orders, regions, dtypes, modes, impl="builtin") -> KnownFault:
     reason, link, *kind = mechanism
     return KnownFault(reason, link, backend=backend, impl=impl, keys=keys, orders=orders, regions=regions,
@@ -245,6 +322,47 @@ KNOWN_FAULTS: tuple[KnownFault, ...] = (
     _f(TANH_CANCEL, "torch", ("gelu_tanh",), (2,), ('grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
     _f(TANH_CANCEL, "torch", ("gelu_tanh",), (2,), ('cases',), ('float64', 'float32', 'bfloat16'), ('eager',)),
     _f(TANH_CANCEL, "torch", ("gelu_tanh",), (2,), ('cases',), ('float64', 'float32', 'bfloat16', 'float16'), ('compiled',)),
+    # the negative tail sampled down to each entry's own underflow point (core.regions): float16 x ~ -5.06
+    _f(TANH_CANCEL, "torch", ("gelu_tanh",), (0,), ('negative_tail',), ('float16',), ('eager', 'compiled')),
+    # SiLU (measured by `gelulab parity --activation silu`, every backend, eager and compiled)
+    _f(SILU_F16_SIGMOID, "jax", ("silu",), (0, 1), ('negative_tail', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(SILU_F16_SIGMOID, "jax", ("silu",), (2,), ('negative_tail',), ('float16',), ('eager', 'compiled')),
+    _f(SILU_F16_SIGMOID_LOW_PRECISION, "jax", ("silu",), (2,), ('large',), ('float16',), ('eager', 'compiled')),
+    _f(SILU_FORMULA_F64_SUBNORMAL, "jax", ("silu",), (0,), ('tiny',), ('float64',), ('eager', 'compiled'), impl="formula"),
+    _f(SILU_FORMULA_F64_SUBNORMAL, "jax", ("silu",), (2,), ('negative_tail',), ('float64',), ('eager', 'compiled'), impl="formula"),
+    _f(SILU_FTZ_SIGMOID_LOW_PRECISION_JAX, "jax", ("silu",), (1,), ('negative_tail',), ('bfloat16',), ('eager', 'compiled')),
+    _f(SILU_FTZ_SIGMOID_JAX, "jax", ("silu",), (0, 2), ('negative_tail',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(SILU_FTZ_SIGMOID_JAX, "jax", ("silu",), (1,), ('negative_tail',), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(SILU_GRAD2_CANCEL_JAX, "jax", ("silu",), (2,), ('cases',), ('float64',), ('eager', 'compiled')),
+    _f(SILU_GRAD2_CANCEL_JAX, "jax", ("silu",), (2,), ('grid', 'large'), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(SILU_INF_JAX, "jax", ("silu",), (0, 1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "jax", ("silu",), (1, 2), ('cases',), ('float16',), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "jax", ("silu",), (1, 2), ('grid',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "jax", ("silu",), (2,), ('large',), ('bfloat16',), ('eager', 'compiled')),
+    _f(SILU_EXP_OVERFLOW_NUMPY, "numpy", ("silu",), (0,), ('negative_tail',), ('float64',), ('eager',)),
+    _f(SILU_INF_NUMPY, "numpy", ("silu",), (0,), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager',)),
+    _f(SILU_F16_SIGMOID, "tensorflow", ("silu",), (0, 1), ('negative_tail', 'large'), ('float16',), ('eager', 'compiled')),
+    _f(SILU_F16_SIGMOID, "tensorflow", ("silu",), (2,), ('negative_tail',), ('float16',), ('eager', 'compiled')),
+    _f(SILU_F16_SIGMOID_LOW_PRECISION, "tensorflow", ("silu",), (2,), ('large',), ('float16',), ('eager', 'compiled')),
+    _f(SILU_FORMULA_F64_SUBNORMAL, "tensorflow", ("silu",), (0,), ('tiny',), ('float64',), ('eager', 'compiled'), impl="formula"),
+    _f(SILU_FORMULA_F64_SUBNORMAL, "tensorflow", ("silu",), (2,), ('negative_tail',), ('float64',), ('eager', 'compiled'), impl="formula"),
+    _f(SILU_FTZ_SIGMOID_TF, "tensorflow", ("silu",), (0, 1, 2), ('negative_tail',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(SILU_GRAD2_CANCEL_TF, "tensorflow", ("silu",), (2,), ('cases',), ('float64',), ('eager', 'compiled')),
+    _f(SILU_GRAD2_CANCEL_TF, "tensorflow", ("silu",), (2,), ('grid', 'large'), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(SILU_INF_TF, "tensorflow", ("silu",), (0, 1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "tensorflow", ("silu",), (1, 2), ('grid',), ('bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "tensorflow", ("silu",), (2,), ('cases',), ('float16',), ('compiled',)),
+    _f(SILU_LOW_PRECISION_GRAD, "tensorflow", ("silu",), (2,), ('large',), ('bfloat16',), ('eager', 'compiled')),
+    _f(SILU_EXP_OVERFLOW_TORCH, "torch", ("silu",), (0, 1, 2), ('negative_tail',), ('float64', 'float32', 'bfloat16'), ('eager', 'compiled')),
+    _f(SILU_F16_SIGMOID, "torch", ("silu",), (1,), ('negative_tail', 'large'), ('float16',), ('eager',)),
+    _f(SILU_F16_SIGMOID, "torch", ("silu",), (2,), ('negative_tail',), ('float16',), ('eager',)),
+    _f(SILU_F16_SIGMOID_LOW_PRECISION, "torch", ("silu",), (2,), ('large',), ('float16',), ('eager',)),
+    _f(SILU_GRAD2_CANCEL_TORCH, "torch", ("silu",), (2,), ('cases',), ('float64',), ('eager', 'compiled')),
+    _f(SILU_GRAD2_CANCEL_TORCH, "torch", ("silu",), (2,), ('grid', 'large'), ('float64', 'float32'), ('eager', 'compiled')),
+    _f(SILU_INF_TORCH, "torch", ("silu",), (0, 1, 2), ('specials',), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
+    _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (1, 2), ('grid',), ('bfloat16', 'float16'), ('eager',)),
+    _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (2,), ('large',), ('bfloat16', 'float16'), ('compiled',)),
+    _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (2,), ('large',), ('bfloat16',), ('eager',)),
 )
 
 

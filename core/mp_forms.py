@@ -6,6 +6,8 @@ Closed forms (Hendrycks & Gimpel 2016, arXiv:1606.08415; phi the standard normal
 * tanh form: f = x sigma(2u), u = sqrt(2/pi)(x + 0.044715 x^3), since 1/2 (1 + tanh u) = sigma(2u)  (sec. 2);
   f' = p + 2 x p q u', f'' = 4 p q u' + 2 x p q (u'' - 2 (p - q) u'^2), p = sigma(2u), q = sigma(-2u).
 * sigmoid form: f = x sigma(k x), k = 1.702  (sec. 2); f' = p + k x p q, f'' = p q (2k + k^2 x (q - p)).
+* SiLU: f = x sigma(x) (Elfwing et al. 2018, eq. 1); f' = p (1 + x q), f'' = p q (2 + x (q - p)), p = sigma(x),
+  q = sigma(-x).
 * ReLU: max(x, 0); ReLU'(0) = 0 by the frameworks' convention (torch, jax, tf).
 sigma(z) = 1/(1 + e^-z) is evaluated as e^z/(1 + e^z) for z < 0, so nothing cancels even at mpmath precision.
 The constants 0.044715 and 1.702 are taken as exact decimals, as the frameworks' formulas state them.
@@ -71,3 +73,14 @@ def gelu_sigmoid(x, order):
     if order == 1:
         return p + k * x * p * q
     return p * q * (2 * k + k * k * x * (q - p))
+
+
+def silu(x, order):
+    """SiLU x sigma(x) (order 0), f' (1) or f'' (2) at x (module docstring; Elfwing et al. 2018, eq. 1).
+    x: mpmath number; order: 0, 1 or 2; returns an mpmath number at the working precision."""
+    p, q = _sigma(x), _sigma(-x)
+    if order == 0:
+        return x * p
+    if order == 1:
+        return p * (1 + x * q)
+    return p * q * (2 + x * (q - p))

@@ -2,7 +2,8 @@
 
 Each activation is evaluated with its own formula (an approximation against its own formula, never against exact
 GELU) and its first and second derivatives, in closed form (the catalogue entry's `mp`, core.mp_forms), at
-`PRECISION_BITS` bits of working precision; at +-inf the catalogue's `limits` are returned.
+`PRECISION_BITS` bits of working precision; at +-inf the catalogue's `limits` are returned, and beyond an entry's
+`far` point (where mpmath's erfc cannot take the argument) the limit on that side, as a tiny number of its sign.
 
 The result is rounded to the target dtype correctly (round to nearest): the float64 rounding of the mpmath value
 is moved to whichever neighbour in the target dtype is nearest the mpmath value, the distances computed exactly
@@ -25,7 +26,7 @@ PRECISION_BITS = 160  # ~48 decimal digits, plus -log2|x| bits for tiny |x| (see
 def reference_mp(key: str, order: int, x: float):
     """The exact value (as an mpmath mpf, or a Python float at +-inf/nan) of activation `key`'s `order`-th derivative.
 
-    key: catalogue key ("relu", "gelu_none", "gelu_tanh", "gelu_sigmoid"); order: 0, 1 or 2; x: a float64 value.
+    key: a catalogue key (core.activations.ACTIVATIONS); order: 0, 1 or 2; x: a float64 value.
     Raises ValueError for an unknown key or order.
     """
     return _reference_mp(key, order, x) if x == 0 else _reference_mp_cached(key, order, x)
@@ -50,25 +51,27 @@ def _reference_mp(key, order, x):
     extra = max(0, -math.frexp(x)[1]) if x != 0 and math.isfinite(x) else 0
     with mpmath.workprec(PRECISION_BITS + extra):
         if x == 0 and order == 0:
-            return 0.0 if key == "relu" else x  # GELU(+-0) = +-0 (mpmath has no signed zero); ReLU(+-0) = +0
-        if act.op == "gelu" and abs(x) > FAR:
-            return _far(x, order)
+            # mpmath has no signed zero: f(+-0) = +-0 where the entry keeps the sign of zero (GELU), else +0 (ReLU)
+            return x if act.zero_sign else 0.0
+        if act.far is not None and abs(x) > act.far:
+            return _far(act.limits[order], x)
         return act.mp(mpmath.mpf(x), order)
 
 
-FAR = 1e3  # past |x| = 1000 every GELU form equals its limit to far below any dtype's resolution
+_TINY = mpmath.mpf(2) ** -20000
 
 
-def _far(x: float, order: int):
-    """GELU forms for |x| > FAR, where the tail terms are below e^{-1700} (mpmath's erfc cannot take such
-    arguments): f = x (1 - tiny) -> x for x > 0; f, f' and f'' are tiny negative numbers otherwise (f'' < 0 on
-    both sides), which round to -0.0 in every dtype."""
-    neg_tiny = -mpmath.mpf(2) ** -20000
-    if x > 0 and order == 0:
+def _far(limits: tuple, x: float):
+    """The value beyond the entry's `far` point, where every neglected term is below 2^-1400 relative (the GELU
+    forms' tails are below e^{-1700} past |x| = 1000, and mpmath's erfc cannot take such arguments): the limit on x's
+    side, x itself for a linear tail (f = x (1 - tiny) -> x), and a tiny number of the limit's sign for a zero limit
+    (f, f' and f'' approaching 0 from below round to -0.0 in every dtype)."""
+    limit = limits[1] if x > 0 else limits[0]
+    if math.isinf(limit):
         return mpmath.mpf(x)
-    if x > 0 and order == 1:
-        return 1 - mpmath.mpf(2) ** -20000
-    return neg_tiny
+    if limit == 0:
+        return _TINY if math.copysign(1.0, limit) > 0 else -_TINY
+    return mpmath.mpf(limit)
 
 
 def _exact_distance(candidate: float, v):

@@ -7,10 +7,14 @@ sorted). Add a region by adding a function to REGIONS; the tests and the report 
 from __future__ import annotations
 
 import math
+from functools import cache
 
+import mpmath
 import numpy as np
 
+from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.dtypes import get_dtype
+from gelulab.core.reference import reference_mp
 
 
 def _as(values, dtype: str) -> np.ndarray:
@@ -25,19 +29,37 @@ def grid(dtype: str) -> np.ndarray:
     return _as(np.linspace(-10.0, 10.0, 4001), dtype)
 
 
-def underflow_point(dtype: str) -> float:
-    """The x < 0 below which even the slowest-decaying form, x sigmoid(1.702 x), rounds to -0 in `dtype`
-    (|x| e^{1.702 x} < smallest subnormal / 2). float32: about -60; float64: about -437; float16: about -10."""
-    tiny = float(get_dtype(dtype).finfo.smallest_subnormal)
-    return (math.log(tiny) - math.log(2.0)) / 1.702
+@cache
+def underflow_point(key: str, dtype: str) -> float | None:
+    """The x < 0 below which catalogue entry `key`'s value rounds to -0 in `dtype` (|f(x)| < smallest subnormal / 2),
+    found by bisection on the mpmath reference over [-1e4, -3]; None when the entry has no vanishing negative tail
+    (ReLU is 0 already at -3). float32 / float64: exact GELU about -14.4 / -38.6, the tanh form -10.8 / -21.6,
+    x sigmoid(1.702 x) -63.5 / -441.4, x sigmoid(x) -108.7 / -751.8."""
+    half_tiny = mpmath.mpf(float(get_dtype(dtype).finfo.smallest_subnormal)) / 2
+
+    def small(x):
+        return abs(reference_mp(key, 0, x)) < half_tiny
+
+    lo, hi = -1e4, -3.0
+    if small(hi) or not small(lo):
+        return None
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if small(mid) else (lo, mid)
+    return lo
 
 
 def negative_tail(dtype: str) -> np.ndarray:
-    """From -3 down past the point where the true value underflows in `dtype` (600 points, linear), plus 200
-    points on each of [-21.6, -20.8] and [-38.6, -37.2], where the tanh form's sigmoid and exact GELU's erfc
-    become subnormal in float64 before the result does."""
-    dense = np.concatenate([np.linspace(-21.6, -20.8, 200), np.linspace(-38.6, -37.2, 200)])
-    return _as(np.concatenate([np.linspace(1.02 * underflow_point(dtype), -3.0, 600), dense]), dtype)
+    """For each catalogue entry with a vanishing negative tail, 600 points (linear) from 2 % past the point where its
+    true value underflows in `dtype` (underflow_point) up to -3, plus 200 points on each interval of every entry's
+    `dense_tail` (exact GELU's erfc and the tanh form's sigmoid become subnormal in float64 before the result does)."""
+    parts = []
+    for key, act in ACTIVATIONS.items():
+        u = underflow_point(key, dtype)
+        if u is not None:
+            parts.append(np.linspace(1.02 * u, -3.0, 600))
+        parts += [np.linspace(lo, hi, 200) for lo, hi in act.dense_tail]
+    return _as(np.concatenate(parts), dtype)
 
 
 def tiny(dtype: str) -> np.ndarray:

@@ -10,8 +10,8 @@ nan == nan), and for order 0 the sign of a zero result must match too (gelu(-inf
   with two changes: atol is the dtype's smallest normal for values, so a wrong negative tail is not hidden by an
   absolute floor of 1e-5 (the true values there are 1e-9 .. 1e-40); and float32 rtol is 1e-5, the accuracy of a
   good float32 erfc GELU (jax and tf builtins measured 6.4e-6 on [-10, 10]). First derivatives get the values'
-  rtol, second derivatives twice it; where they cross zero (ROOT_WINDOWS) an absolute floor of about one machine
-  epsilon applies.
+  rtol, second derivatives twice it; where they cross zero (each catalogue entry's `root_windows`) an absolute floor
+  of about one machine epsilon applies.
 * FORMULA_GOALS: gelulab's own formula is held to its accuracy goal: within 1 ULP in bfloat16/float16 and 4 ULP in
   float32, values and derivatives, no absolute floor; float64 is measured (<= 2048 ULP, with results below the
   smallest normal judged absolutely).
@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gelulab.core.activations import get_activation
 from gelulab.core.dtypes import get_dtype
 
 
@@ -33,7 +34,8 @@ from gelulab.core.dtypes import get_dtype
 class Tol:
     """An element passes if ulp <= max_ulp or |error| <= atol + rtol * |reference|.
     max_ulp: ULPs of the target dtype (-1 = the ULP test is off); rtol: relative; atol: absolute (same units as x);
-    atol_root: the larger absolute floor for derivatives inside ROOT_WINDOWS, where f' or f'' crosses zero.
+    atol_root: the larger absolute floor for derivatives inside the entry's root windows, where f' or f'' crosses
+    zero.
     flush_subnormals: also accept the result the function has at +-0 for a subnormal input, and 0 for a
     subnormal result (FTZ/DAZ hardware modes)."""
 
@@ -109,10 +111,6 @@ OVERRIDES: tuple[Override, ...] = (
     ),
 )
 
-# Derivatives that are not defined: ReLU' at NaN (frameworks return 0 or 1 by their where/mask convention).
-UNCOMPARED_NAN_DERIVATIVE = ("relu",)
-
-
 def overrides_for(group) -> list[Override]:
     """The Overrides that apply to a experiments.parity.engine.Group (listed in the report beside the cell)."""
     return [
@@ -123,28 +121,21 @@ def overrides_for(group) -> list[Override]:
     ]
 
 
-# Where f' or f'' crosses zero, relative error is meaningless and an absolute floor of about one eps applies:
-# f' = 0 at x = -0.7518 (GELU's minimum; the tanh and sigmoid forms' minima are within 0.02 of it) and f'' = 0 at
-# x = +-sqrt 2 (exact; +-1.41 / +-1.39 for the approximations). The floor applies only inside these windows of x,
-# so a backward pass that returns 0 in the tail (true values 1e-9 .. 1e-40) is flagged, not hidden.
-ROOT_WINDOWS: dict[int, tuple[tuple[float, float], ...]] = {
-    1: ((-0.85, -0.65),),
-    2: ((-1.6, -1.2), (1.2, 1.6)),
-}
-
-
-def in_root_window(order: int, x) -> np.ndarray:
-    """Boolean mask of inputs x (numpy array) inside a ROOT_WINDOWS interval for derivative `order`."""
+def in_root_window(key: str, order: int, x) -> np.ndarray:
+    """Boolean mask of inputs x (numpy array) inside one of catalogue entry `key`'s root windows for derivative
+    `order` (core.activations.Activation.root_windows): where f' or f'' crosses zero, relative error is meaningless
+    and an absolute floor of about one eps applies. The floor applies only inside these windows of x, so a backward
+    pass that returns 0 in the tail (true values 1e-9 .. 1e-40) is flagged, not hidden."""
     x = np.asarray(x, dtype=np.float64)
     mask = np.zeros(x.shape, dtype=bool)
-    for lo, hi in ROOT_WINDOWS.get(order, ()):
+    for lo, hi in get_activation(key).root_windows.get(order, ()):
         mask |= (x >= lo) & (x <= hi)
     return mask
 
 
 def tolerance(group, region: str | None = None) -> Tol:
     """The Tol for a experiments.parity.engine.Group: FORMULA_GOALS for impl "formula", else TOLERANCES (its atol_root applies
-    inside ROOT_WINDOWS only, see experiments.parity.engine); a matching Override switches on flush_subnormals. `region` is
+    inside the entry's root windows only, see experiments.parity.engine); a matching Override switches on flush_subnormals. `region` is
     accepted for symmetry with the known faults and not used."""
     table = FORMULA_GOALS if group.impl == "formula" else TOLERANCES
     tol = table[(group.dtype, group.order)]

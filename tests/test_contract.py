@@ -1,14 +1,17 @@
-"""gelulab's formula contract (issue 3), per backend, mode and dtype: special values, no overflow near the dtype's
-maximum, finite gradients wherever the function is finite, and the named cases. Expected values are the
-mathematical limits and mpmath values quoted in the issue, not outputs of the code under test."""
+"""gelulab's formula contract (issue 3), per backend, mode, dtype and catalogue entry: special values, no overflow
+near the dtype's maximum, finite gradients wherever the function is finite, and the named cases. Expected values are
+the correctly rounded mpmath reference (its limits at +-inf, the sign of zero included) and mpmath values quoted in
+the issue, not outputs of the code under test."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.dtypes import DTYPES
+from gelulab.core.reference import reference
 
-FORMS = ["gelu_none", "gelu_tanh", "gelu_sigmoid"]
+FORMS = list(ACTIVATIONS)
 
 
 def _eval(backend, key, x, dtype, order=0, mode="eager"):
@@ -30,14 +33,13 @@ def mode(request, backend):
 @pytest.mark.parametrize("key", FORMS)
 def test_special_values(backend, mode, key, dtype):
     top = float(DTYPES[dtype].finfo.max)
-    y = _eval(backend, key, [0.0, -0.0, np.inf, -np.inf, np.nan, top, -top], dtype, mode=mode)
-    assert y[0] == 0 and not np.signbit(y[0])
-    assert y[1] == 0 and np.signbit(y[1])  # gelu(-0) = -0
-    assert y[2] == np.inf
-    assert y[3] == 0 and np.signbit(y[3])  # gelu(-inf) = -0.0, the limit
-    assert np.isnan(y[4])
-    assert y[5] == top  # gelu(x) = x without overflow near the maximum
-    assert y[6] == 0 and np.signbit(y[6])
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, top, -top])
+    y = _eval(backend, key, x, dtype, mode=mode)
+    want = reference(key, x.astype(DTYPES[dtype].np_dtype), dtype).astype(np.float64)
+    # gelu(-0) = -0, gelu(-inf) = -0.0 (the limit), gelu(max) = max without overflow; relu(-0) = +0
+    assert np.array_equal(y, want, equal_nan=True), (y, want)
+    num = ~np.isnan(want)
+    assert np.array_equal(np.signbit(y[num]), np.signbit(want[num])), (y, want)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -47,7 +49,9 @@ def test_gradients_finite_wherever_the_function_is(backend, mode, key, dtype):
     xs = np.concatenate([np.geomspace(1e-3, top, 400), -np.geomspace(1e-3, top, 400), [0.0, np.inf, -np.inf]])
     d1 = _eval(backend, key, xs, dtype, order=1, mode=mode)
     assert np.all(np.isfinite(d1)), (mode, xs[~np.isfinite(d1)][:5])
-    assert d1[xs == top][0] == 1.0 and d1[xs == np.inf][0] == 1.0 and d1[xs == -np.inf][0] == 0.0
+    ends = np.array([top, np.inf, -np.inf])
+    want = reference(key, ends.astype(DTYPES[dtype].np_dtype), dtype, 1).astype(np.float64)  # 1, 1, 0: the limits
+    assert np.array_equal([d1[xs == e][0] for e in ends], want), want
 
 
 @pytest.mark.parametrize("x", [148.0, 256.0])

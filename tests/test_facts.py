@@ -1,10 +1,15 @@
 """The article's facts, per backend, implementation and mode (DEVELOPERS.md "Known facts"; Hendrycks & Gimpel 2016):
 GELU(-1) = -0.159, GELU(2) = 1.954, Phi(1) = 0.8413, ReLU(-1) = 0, ReLU(2) = 2, GELU's minimum -0.1700 at
-x = -0.7518 (so GELU is not monotonic), GELU'(0) = 1/2, ReLU'(0) = 0."""
+x = -0.7518 (so GELU is not monotonic), GELU'(0) = 1/2, ReLU'(0) = 0. Beside these named facts, every catalogue
+entry's formula must equal the correctly rounded mpmath reference at a few points, value and derivatives, in every
+mode (float32: within 4 ULP, gelulab's goal; the builtins are judged with their known faults by the parity suite)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.reference import reference
 
 IMPLS = ["formula", "builtin"]
 
@@ -44,3 +49,17 @@ def test_derivatives_at_zero(backend, impl):
         assert _run(backend, "gelu_none", [0.0], impl, order=1, mode=mode)[0] == 0.5
         assert _run(backend, "relu", [0.0], impl, order=1, mode=mode)[0] == 0.0
         assert _run(backend, "relu", [2.0], impl, order=1, mode=mode)[0] == 1.0
+
+
+POINTS = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 4.0])
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("key", list(ACTIVATIONS))
+def test_every_formula_matches_the_reference_at_named_points(backend, key, order):
+    want = reference(key, POINTS.astype(np.float32), "float32", order).astype(np.float64)
+    x = backend.asarray(POINTS.astype(np.float32))
+    for mode in _modes(backend):
+        got = backend.to_numpy(backend.function(key, "formula", order, mode)(x)).astype(np.float64)
+        # 4 float32 ULP are at most 4 * 2^-23 relative (none of the points is a root of f' or f'')
+        np.testing.assert_allclose(got, want, rtol=4 * 2.0**-23, atol=0, err_msg=f"{key} d{order} {mode}")

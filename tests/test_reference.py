@@ -1,5 +1,8 @@
 """The mpmath reference against independent sources: values quoted in the issues (computed with mpmath by the
-issue's author), scipy in float64 where it is accurate, mpmath's numerical differentiation, and ml_dtypes rounding."""
+issue's author), scipy in float64 where it is accurate, mpmath's numerical differentiation, and ml_dtypes rounding.
+
+Named values (GELU(-1), the issue's tail values) are tables keyed by activation; every generic property runs over
+the whole catalogue (core.activations.ACTIVATIONS), so a new entry is checked here without an edit."""
 from __future__ import annotations
 
 import math
@@ -9,9 +12,10 @@ import numpy as np
 import pytest
 import scipy.special
 
-from gelulab.core.activations import get_activation
+from gelulab.core.activations import ACTIVATIONS, get_activation
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.reference import reference, reference_float, reference_mp
+from gelulab.core.tolerances import in_root_window
 
 
 @pytest.mark.parametrize(
@@ -50,7 +54,7 @@ def test_exact_gelu_matches_scipy_ndtr(x):
     assert reference_float("gelu_none", x) == pytest.approx(x * scipy.special.ndtr(x), rel=1e-14, abs=1e-300)
 
 
-@pytest.mark.parametrize("key", ["gelu_none", "gelu_tanh", "gelu_sigmoid"])
+@pytest.mark.parametrize("key", list(ACTIVATIONS))
 @pytest.mark.parametrize("x", [-7.5, -2.0, -0.75, 0.3, 1.41, 4.0])
 def test_closed_form_derivatives_match_numerical_differentiation(key, x):
     with mpmath.workprec(200):
@@ -70,22 +74,72 @@ def test_minimum_of_gelu():
     assert reference_float("gelu_none", -3.0) > reference_float("gelu_none", -0.75)
 
 
+def _sign_changes(key, order, lo=-10.0, hi=10.0, n=2001):
+    """The roots of the order-th derivative of `key` on [lo, hi]: brackets of sign changes on a grid of n points,
+    refined with mpmath.findroot (Anderson's bracketing solver) at 100 bits."""
+    mp = get_activation(key).mp
+    with mpmath.workprec(100):
+        xs = [mpmath.mpf(lo) + (hi - lo) * mpmath.mpf(i) / (n - 1) for i in range(n)]
+        vs = [mp(x, order) for x in xs]
+        return [float(mpmath.findroot(lambda t: mp(t, order), (a, b), solver="anderson"))
+                for a, b, va, vb in zip(xs, xs[1:], vs, vs[1:]) if va * vb < 0]
+
+
+@pytest.mark.parametrize("key", list(ACTIVATIONS))
+@pytest.mark.parametrize("order", [1, 2])
+def test_every_root_of_a_derivative_lies_in_a_root_window(key, order):
+    # relative error means nothing where f' or f'' crosses zero: the tolerance's absolute floor applies inside the
+    # root windows, so every root (found in mpmath, not taken from the catalogue) must lie inside one, with room
+    for root in _sign_changes(key, order):
+        assert in_root_window(key, order, np.array([root - 0.05, root, root + 0.05])).all(), (key, order, root)
+
+
 def _mp_d1(t):
     return get_activation("gelu_none").mp(t, 1)
 
 
+def _half_slope_at_zero(key) -> bool:
+    """f(x) = x/2 + c x^2 + O(x^3) with c > 0, read from the mp form: f(0) = 0, f'(0) = 1/2 and f''(0) > 0."""
+    mp = get_activation(key).mp
+    with mpmath.workprec(100):
+        z = mpmath.mpf(0)
+        return mp(z, 0) == 0 and mp(z, 1) == mpmath.mpf(1) / 2 and mp(z, 2) > 0
+
+
+HALF_SLOPE = [k for k in ACTIVATIONS if _half_slope_at_zero(k)]  # every GELU form and x sigmoid(x); not ReLU
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
-@pytest.mark.parametrize("key", ["gelu_none", "gelu_tanh", "gelu_sigmoid"])
+@pytest.mark.parametrize("key", HALF_SLOPE)
 def test_rounding_at_subnormal_ties(dtype, key):
-    # For an odd multiple x of the smallest subnormal s, x/2 is a tie between two representable values. Every GELU
-    # form satisfies f(x) = x/2 + c x^2 + O(x^3) with c > 0 (Phi(x) > 1/2, sigmoid(kx) > 1/2 for x > 0), so the
-    # correctly rounded f(x) is the upper neighbour x/2 + s/2 for x > 0, and x/2 + s/2 (towards zero) for x < 0.
+    # For an odd multiple x of the smallest subnormal s, x/2 is a tie between two representable values. Every entry
+    # with f(x) = x/2 + c x^2 + O(x^3), c > 0 (Phi(x) > 1/2, sigmoid(kx) > 1/2 for x > 0) has as its correctly
+    # rounded f(x) the upper neighbour x/2 + s/2 for x > 0, and x/2 + s/2 (towards zero) for x < 0.
     s = float(get_dtype(dtype).finfo.smallest_subnormal)
     k = np.array([1, 3, 5, 7, -1, -3, -5])
     xs = k * s
     got = reference(key, xs.astype(get_dtype(dtype).np_dtype), dtype).astype(np.float64)
     want = ((k + 1) // 2) * s  # x/2 + s/2, in whole multiples of s (s/2 itself is not representable)
     assert np.array_equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("key", list(ACTIVATIONS))
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_limits_at_infinity_agree_with_the_mp_form(key, order):
+    # the reference returns the catalogue's limits at +-inf: they must be what the mp form tends to. At |x| = 60
+    # every term that decays is below e^-50 (the slowest, x sigmoid(x), is 60 e^-60), so a finite limit L must be
+    # within 1e-20 of f(+-60), an infinite one must have f(x)/x -> 1, and a zero value limit carries the sign of the
+    # side it is approached from (GELU(-inf) = -0.0).
+    act = get_activation(key)
+    with mpmath.workprec(200):
+        for side, limit in zip((-1, 1), act.limits[order]):
+            v = act.mp(mpmath.mpf(60 * side), order)
+            if math.isinf(limit):
+                assert limit == side * math.inf and abs(v / (60 * side) - 1) < 1e-20, (side, v)
+            else:
+                assert abs(v - limit) < 1e-20, (side, v, limit)
+                if order == 0 and limit == 0 and v != 0:
+                    assert math.copysign(1, limit) == (1 if v > 0 else -1), (side, v, limit)
 
 
 def test_signed_zero_and_limits():

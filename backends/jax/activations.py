@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
 
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 _state = {"device": None, "threads_requested": None, "threads_applied": None}
@@ -171,17 +170,10 @@ erfc = jax.lax.erfc
 exp = jnp.exp
 sigmoid = jax.nn.sigmoid
 
-_BUILTINS = {
-    "relu": jax.nn.relu,
-    "gelu_none": lambda x: jax.nn.gelu(x, approximate=False),
-    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
-    "gelu_sigmoid": lambda x: x * jax.nn.sigmoid(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The framework's own function for a catalogue entry, or None where the framework has none."""
-    return _BUILTINS.get(activation.key)
+    """The framework's own function for a catalogue entry: its `builtins["jax"]` descriptor
+    (core.activations.Call / TimesX / Expression), resolved here; None where jax has none."""
+    return activation.builtin("jax")
 
 
 def derivative(fn, activation):

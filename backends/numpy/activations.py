@@ -2,7 +2,7 @@
 
 builtin: numpy/scipy has no GELU, so the builtin is the reference a numpy user writes, PyTorch OpInfo's
 `reference_gelu` (x * scipy.stats.norm.cdf(x), and the numpy tanh formula), evaluated in float64 and rounded to the
-input dtype. derivative: the closed-form derivatives of the catalogue (core.formulas), in the wide dtype.
+input dtype (each catalogue entry's `builtins["numpy"]`). derivative: the closed-form derivatives of the catalogue (core.formulas), in the wide dtype.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import scipy.special
 import scipy.stats
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import CLAMP, SIGMOID_SCALE, SQRT_2_OVER_PI, TANH_CUBIC
 
 
 def setup(device: str) -> None:
@@ -106,35 +105,27 @@ def _in_float64(f):
     return run
 
 
-_BUILTINS = {
-    "relu": lambda x: np.maximum(x, 0.0),
-    "gelu_none": lambda x: x * scipy.stats.norm.cdf(x),
-    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + TANH_CUBIC * x**3))),
-    "gelu_sigmoid": lambda x: x * scipy.special.expit(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The numpy user's reference for `activation`, in float64, rounded to the input dtype (None if none)."""
-    if activation.key not in _BUILTINS:
+    """The numpy user's reference for `activation` (its catalogue descriptor `builtins["numpy"]`, resolved here), in
+    float64, rounded to the input dtype; None where the catalogue names none."""
+    fn = activation.builtin(NAME)
+    if fn is None:
         return None
-    fn = _in_float64(_BUILTINS[activation.key])
+    fn = _in_float64(fn)
     fn.activation = activation
     return fn
 
 
-_TAIL = {1: (0.0, 1.0), 2: (0.0, 0.0)}  # derivative limits at (-inf, +inf)
-
-
 def derivative(fn, activation):
     """numpy has no autodiff: the derivative of any numpy implementation of `activation` is the catalogue's closed
-    form, in the wide dtype, with the limits beyond the clamp points. One call raises the order by one (max 2)."""
+    form, in the wide dtype, evaluated on the input clamped to the entry's `clamp` point and taking its `limits`
+    beyond it. One call raises the order by one (max 2)."""
     order = getattr(fn, "order", 0) + 1
     if order > 2:
         raise ValueError(f"the numpy backend has closed-form derivatives up to order 2, not {order}")
     closed = activation.d1 if order == 1 else activation.d2
-    t = CLAMP.get(activation.mode or "none", 40.0) if activation.op == "gelu" else np.inf
-    lo, hi = _TAIL[order]
+    t = np.inf if activation.clamp is None else activation.clamp
+    lo, hi = activation.limits[order]
 
     def d(x):
         x = np.asarray(x)

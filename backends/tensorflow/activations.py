@@ -16,7 +16,6 @@ import numpy as np
 import tensorflow as tf
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
 
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 _NAMES = {v: k for k, v in _TF.items()}
@@ -137,17 +136,10 @@ erfc = tf.math.erfc
 exp = tf.math.exp
 sigmoid = tf.math.sigmoid
 
-_BUILTINS = {
-    "relu": tf.nn.relu,
-    "gelu_none": lambda x: tf.nn.gelu(x, approximate=False),
-    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_sigmoid": lambda x: x * tf.math.sigmoid(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The framework's own function for a catalogue entry, or None where the framework has none."""
-    return _BUILTINS.get(activation.key)
+    """The framework's own function for a catalogue entry: its `builtins["tensorflow"]` descriptor
+    (core.activations.Call / TimesX / Expression), resolved here; None where tensorflow has none."""
+    return activation.builtin("tensorflow")
 
 
 def derivative(fn, activation):

@@ -15,10 +15,8 @@ from contextlib import nullcontext
 import ml_dtypes
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import SIGMOID_SCALE
 
 _TORCH = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _NAMES = {v: k for k, v in _TORCH.items()}
@@ -123,17 +121,10 @@ erfc = torch.special.erfc
 exp = torch.exp
 sigmoid = torch.sigmoid
 
-_BUILTINS = {
-    "relu": F.relu,
-    "gelu_none": lambda x: F.gelu(x, approximate="none"),
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_sigmoid": lambda x: x * torch.sigmoid(SIGMOID_SCALE * x),
-}
-
-
 def builtin(activation):
-    """The framework's own function for a catalogue entry, or None where the framework has none."""
-    return _BUILTINS.get(activation.key)
+    """The framework's own function for a catalogue entry: its `builtins["torch"]` descriptor
+    (core.activations.Call / TimesX / Expression), resolved here; None where torch has none."""
+    return activation.builtin("torch")
 
 
 def derivative(fn, activation):

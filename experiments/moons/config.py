@@ -27,7 +27,7 @@ from gelulab.core import training
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
 
-ARMS = tuple(ACTIVATIONS)  # relu, gelu_none, gelu_tanh, gelu_sigmoid
+ARMS = tuple(ACTIVATIONS)  # every catalogue entry
 REGIMES = ("matched", "native")
 N_FEATURES = 2  # make_moons draws points in the plane
 

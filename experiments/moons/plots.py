@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, BASELINE
 from gelulab.experiments.moons.config import MoonsConfig, make_data
 
 COLORS = {"jax": "#1b9e77", "torch": "#d95f02", "tensorflow": "#7570b3"}
@@ -126,13 +126,13 @@ def plot_decision_boundaries(results, path) -> Path:
 def plot_test_accuracy(results, path) -> Path:
     """Left: test accuracy per arm, one point per seed, colour per backend (marker per regime), mean and the
     Wilson 95 % CI of the summary.
-    Right: paired difference GELU form - ReLU per seed (percentage points)."""
+    Right: paired difference activation - ReLU (the baseline) per seed (percentage points)."""
     plt = _plt()
     rows, arms = _rows(results), results["config"]["arms"]
     # a pooled summary row ("jax = torch", identical backends) serves each of its backends
     summary = {(b, r["regime"], r["arm"]): r["test_acc"] for r in results["summary"] for b in r["backend"].split(" = ")}
-    gelu = [a for a in arms if a != "relu"]
-    has_diff = "relu" in arms and gelu
+    gelu = [a for a in arms if a != BASELINE]
+    has_diff = BASELINE in arms and gelu
     fig, axes = plt.subplots(1, 2 if has_diff else 1, figsize=(13 if has_diff else 7.5, 4.8), squeeze=False,
                              gridspec_kw={"width_ratios": [len(arms), len(gelu)] if has_diff else [1]})
     rng = np.random.default_rng(0)  # jitter only
@@ -150,8 +150,8 @@ def plot_test_accuracy(results, path) -> Path:
                 axes[0, 0].errorbar(j + off + width * 0.3, 100 * d["mean"], color="k",
                                     yerr=[[100 * (d["mean"] - d["ci_low"])], [100 * (d["ci_high"] - d["mean"])]],
                                     fmt="_", markersize=10, capsize=3, lw=1.2)
-            if has_diff and arm != "relu":
-                base = {r["seed"]: r["metrics"]["test_acc"] for r in _study_runs(results, b, regime, "relu")}
+            if has_diff and arm != BASELINE:
+                base = {r["seed"]: r["metrics"]["test_acc"] for r in _study_runs(results, b, regime, BASELINE)}
                 diff = np.array([100 * (r["metrics"]["test_acc"] - base[r["seed"]]) for r in runs
                                  if r["seed"] in base])
                 jj = gelu.index(arm)
@@ -168,9 +168,9 @@ def plot_test_accuracy(results, path) -> Path:
     if has_diff:
         ax = axes[0, 1]
         ax.axhline(0, color="gray", lw=1)
-        ax.set_xticks(range(len(gelu)), [f"{_label(a)}\n− relu" for a in gelu])
+        ax.set_xticks(range(len(gelu)), [f"{_label(a)}\n− {_label(BASELINE)}" for a in gelu])
         ax.set_ylabel("paired difference (percentage points)")
-        ax.set_title("Same seed: GELU form − ReLU (black: mean)")
+        ax.set_title("Same seed: activation − ReLU (black: mean)")
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"make_moons test accuracy, {len(results['config']['seeds'])} seeds "
                  f"({results['config']['dtype']})", fontsize=13)

@@ -27,13 +27,12 @@ import math
 import numpy as np
 
 from gelulab.core import stats
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
 from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.config import split_sizes
 
 AGREEMENT_TOL = 1e-6  # float64 matched training losses of the backends agree within this
 ACCURACY_BAR = 0.94  # every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
-BASELINE = "relu"
 CHANCE_LOSS = math.log(2)  # BCE of always predicting 1/2: a trained network must do better on its training set
 
 
@@ -305,12 +304,12 @@ def conclusions(cfg, summary, paired, agreement, diverged=(), pooled=()) -> list
         lo = min((r["ci_low"] for r in fam if np.isfinite(r["ci_low"])), default=math.nan)
         hi = max((r["ci_high"] for r in fam if np.isfinite(r["ci_high"])), default=math.nan)
         diffs = [r["mean_diff"] for r in fam]
-        out.append(f"{name}, GELU form − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
+        out.append(f"{name}, activation − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
                    f"{len(cfg.seeds)} seeds, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
                    f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI (bootstrap BCa) lies "
                    f"within [{f(lo)}, {f(hi)}].")
         out += [f"{r['backend']}/{r['regime']}: {r['verdict']}." for r in fam if r["kind"] in ("higher", "lower")]
-    bar = [r for r in summary if r["arm"] in ("relu", "gelu_none") and np.isfinite(r["test_acc"]["mean"])]
+    bar = [r for r in summary if r["arm"] in HEADLINE and np.isfinite(r["test_acc"]["mean"])]
     if bar:
         worst = min(bar, key=lambda r: r["test_acc"]["mean"])
         ok = worst["test_acc"]["mean"] >= ACCURACY_BAR
@@ -376,7 +375,7 @@ def _summary_md(rows) -> str:
 
 
 def _paired_md(rows) -> str:
-    head = ["backend", "regime", "GELU form − ReLU", "metric", "mean diff", "95 % CI (bootstrap)", "d_z",
+    head = ["backend", "regime", "activation − ReLU", "metric", "mean diff", "95 % CI (bootstrap)", "d_z",
             "Hodges–Lehmann", "Wilcoxon p (BH) [min possible]", "t-test p (BH)", "won / tied / lost", "verdict"]
     body = []
     for r in rows:
@@ -464,7 +463,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "setup": ("Setup", lambda: _setup_md(results)),
         "conclusions": ("Conclusions", lambda: "\n".join(f"- {c}" for c in results["conclusions"]) + "\n"),
         "summary": ("Test accuracy and loss per backend × regime × arm", lambda: _summary_md(results["summary"])),
-        "paired": ("Paired differences: GELU form − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
+        "paired": ("Paired differences: activation − ReLU (same seeds)", lambda: _paired_md(results["paired"])),
         "divergence": ("Runs that diverged or did not learn", lambda: _divergence_md(results["divergence"])),
         "agreement": ("Cross-backend agreement (matched regime)", lambda: _agreement_md(results["agreement"])),
         "defaults": ("What the framework defaults change: native − matched",

@@ -238,7 +238,8 @@ def behaviour_matrix(backends, dtypes=("float32", "float16", "bfloat16")) -> tup
                 for impl in IMPLS:
                     try:
                         y = b.to_numpy(b.function(key, impl)(b.asarray(x))).astype(np.float64)
-                        cells = [_show(yi) + ("" if _same(yi, ri, key) else " ✗") for yi, ri in zip(y, ref)]
+                        cells = [_show(yi) + ("" if _same(yi, ri, ACTIVATIONS[key].zero_sign) else " ✗")
+                                 for yi, ri in zip(y, ref)]
                     except Exception as e:  # noqa: BLE001 - shown in the matrix
                         cells = [f"error: {type(e).__name__}"] * len(x)
                     rows.append([b.name, impl, ACTIVATIONS[key].label] + cells)
@@ -249,10 +250,11 @@ def behaviour_matrix(backends, dtypes=("float32", "float16", "bfloat16")) -> tup
     return "".join(md), js
 
 
-def _same(y: float, r: float, key: str) -> bool:
+def _same(y: float, r: float, zero_sign: bool) -> bool:
+    """y equals the limit r (NaN equals NaN; the sign of a zero counts where the entry's `zero_sign` says so)."""
     if np.isnan(y) or np.isnan(r):
         return bool(np.isnan(y) and np.isnan(r))
-    return bool(y == r and (key == "relu" or np.signbit(y) == np.signbit(r)))
+    return bool(y == r and (not zero_sign or np.signbit(y) == np.signbit(r)))
 
 
 def _show(v: float) -> str:
@@ -266,34 +268,37 @@ def _show(v: float) -> str:
 
 
 def tail_point_table(raw) -> str:
-    """The far-tail case: x = -5.533906936645508 repeated 64 times (float32); every backend, impl and mode's value."""
+    """The vector-fill case: x = -5.533906936645508 repeated 64 times (float32), the value every backend, impl and mode
+    returned, for each smooth activation (an activation with a tail), beside its true value."""
     rows = []
-    for g, res in raw.items():
-        if g.dtype != "float32" or g.order != 0 or g.key != "gelu_none":
+    x = float(np.float32(ISSUE_TAIL_POINT))
+    order = list(ACTIVATIONS)
+    for g, res in sorted(raw.items(), key=lambda item: order.index(item[0].key)):  # stable: backends stay in order
+        if g.dtype != "float32" or g.order != 0 or not ACTIVATIONS[g.key].smooth:
             continue
         r = res["cases"]
         mask = r.x.astype(np.float64) == np.float32(ISSUE_TAIL_POINT)
         vals = np.unique(r.actual[mask]) if r.actual is not None else []
-        rows.append([g.backend, g.impl, g.mode, ", ".join(fmt(float(v), 4) for v in vals)])
-    true = reference_float("gelu_none", float(np.float32(ISSUE_TAIL_POINT)))
-    return (f"x = {ISSUE_TAIL_POINT!r} (float32) repeated 64 times; true value {fmt(true, 4)}\n\n"
-            + markdown_table(["backend", "impl", "mode", "returned"], rows))
+        rows.append([ACTIVATIONS[g.key].label, fmt(reference_float(g.key, x), 4), g.backend, g.impl, g.mode,
+                     ", ".join(fmt(float(v), 4) for v in vals)])
+    return (f"x = {ISSUE_TAIL_POINT!r} (float32) repeated 64 times\n\n"
+            + markdown_table(["activation", "true value", "backend", "impl", "mode", "returned"], rows))
 
 
 def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
     """PNG: the largest ULP error (+1, log scale) in each of `bins` bins of x over the negative tail and the grid,
-    normal-range results only, one panel per GELU form x dtype, one line per backend (solid: builtin, dashed:
-    gelulab's formula), eager mode."""
+    normal-range results only, one panel per smooth activation (catalogue `smooth`: ReLU's error is 0) x dtype, one
+    line per backend (solid: builtin, dashed: gelulab's formula), eager mode."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = [g for g in raw if g.order == order and g.mode == "eager" and g.key != "relu"]
-    keys = [k for k in ACTIVATIONS if any(g.key == k for g in drawn)]
+    drawn = [g for g in raw if g.order == order and g.mode == "eager" and ACTIVATIONS[g.key].smooth]
+    keys = [k for k in ACTIVATIONS if k in {g.key for g in drawn}]
     dts = [d for d in DTYPES if any(g.dtype == d for g in drawn)]
     if not keys:
-        raise ValueError(f"plot_errors: no eager GELU result of order {order} to plot")
+        raise ValueError(f"plot_errors: no eager result of a smooth activation of order {order} to plot")
     fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False)
     colors = {"numpy": "tab:gray", "jax": "tab:blue", "torch": "tab:red", "tensorflow": "tab:orange"}
     for g, res in raw.items():
@@ -394,7 +399,7 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
     ]
     if plots:
         plotted = [o for o in orders if o in (0, 1)
-                   and any(g.order == o and g.mode == "eager" and g.key != "relu" for g in raw)]
+                   and any(g.order == o and g.mode == "eager" and ACTIVATIONS[g.key].smooth for g in raw)]
         paths = [plot_errors(raw, out, o) for o in plotted]
         data["plots"] = [p.name for p in paths]
         if paths:

@@ -12,14 +12,14 @@ from functools import cache
 
 import numpy as np
 
-from gelulab.core.activations import ACTIVATIONS, IMPLS
+from gelulab.core.activations import ACTIVATIONS, IMPLS, get_activation
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.interface import ORDERS
 from gelulab.core.known_faults import known_fault
 from gelulab.core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
 from gelulab.core.reference import reference
 from gelulab.core.regions import REGIONS, region
-from gelulab.core.tolerances import UNCOMPARED_NAN_DERIVATIVE, in_root_window, tolerance
+from gelulab.core.tolerances import in_root_window, tolerance
 
 
 @dataclass(frozen=True)
@@ -198,19 +198,20 @@ def elementwise_ok(result: CellResult, tol) -> np.ndarray:
 
 def _elementwise_ok(result: CellResult, tol) -> np.ndarray:
     g = result.cell.group
+    act = get_activation(g.key)
     a, e = result.actual, result.expected
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     ulp = ulp_distance(a, e, g.dtype)
     err = abs_error(a, e)
     atol = tol.atol
     if g.order > 0 and tol.atol_root > tol.atol:
-        atol = np.where(in_root_window(g.order, result.x), tol.atol_root, tol.atol)
+        atol = np.where(in_root_window(g.key, g.order, result.x), tol.atol_root, tol.atol)
     ok = err <= atol + tol.rtol * np.abs(np.where(np.isfinite(e64), e64, 0.0))
     if tol.max_ulp >= 0:
         ok |= ulp <= tol.max_ulp
-    if g.order == 0:  # the sign of a zero result is part of the contract (gelu(-0) = -0, gelu(-inf) = -0)
+    if g.order == 0 and act.zero_sign:  # the sign of a zero result is part of the contract (gelu(-0) = -0)
         zero = (a64 == 0) & (e64 == 0)
-        ok &= ~zero | (np.signbit(a64) == np.signbit(e64)) | (g.key == "relu")
+        ok &= ~zero | (np.signbit(a64) == np.signbit(e64))
     if tol.flush_subnormals:
         normal = float(DTYPES[g.dtype].finfo.smallest_normal)
         x64 = result.x.astype(np.float64)
@@ -220,7 +221,7 @@ def _elementwise_ok(result: CellResult, tol) -> np.ndarray:
         ok_sub[sub_in] = abs_error(a[sub_in], at_zero) <= tol.atol + tol.rtol * np.abs(at_zero.astype(np.float64))
         ok |= ok_sub
         ok |= (np.abs(e64) < normal) & (np.abs(a64 - e64) <= normal)
-    if g.order > 0 and g.key in UNCOMPARED_NAN_DERIVATIVE:
+    if g.order > 0 and not act.nan_derivative:  # a mask convention at NaN (ReLU: 0 or 1), not judged
         ok |= np.isnan(result.x.astype(np.float64))
     return ok
 

@@ -1,6 +1,6 @@
 """`gelulab swap`: replace the exact GELU of a pretrained BERT (all-MiniLM-L6-v2) and measure the damage.
 
-For each backend and each replacement activation (default gelu_tanh, gelu_sigmoid, relu) every FFN activation of
+For each backend and each replacement activation (default: every other catalogue entry) every FFN activation of
 the 6 layers is swapped; against the original model (exact GELU) gelulab reports the cosine between sentence
 embeddings (mean, worst), the per-layer drift of the hidden states (mean token cosine, relative L2), and how well
 cosine similarity still separates paraphrases from other pairs (ROC-AUC, sklearn) on the labelled pairs of
@@ -37,15 +37,14 @@ from gelulab.backends import (
     selected_backends,
 )
 from gelulab.core import config
-from gelulab.core.activations import IMPLS, get_activation
+from gelulab.core.activations import ACTIVATIONS, BASELINE, IMPLS, get_activation
 from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 from gelulab.experiments.swap import hf, store
 from gelulab.experiments.swap import model as bert
 
 DATA = Path(__file__).resolve().parent / "data" / "sentence_pairs.tsv"
-ORIGINAL = "gelu_none"
-DEFAULT_SWAPS = ("gelu_tanh", "gelu_sigmoid", "relu")
+DEFAULT_SWAPS = tuple(ACTIVATIONS)  # every catalogue entry; the model's own activation is its "original" row
 
 # Word lists for the fine-tune sentences (written for gelulab; combined by templates, no copied corpus).
 _PEOPLE = ("the teacher", "my sister", "a young farmer", "the pilot", "our neighbour", "the old fisherman",
@@ -141,13 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backends", default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else every installed one)")
     parser.add_argument("--activations", default=",".join(DEFAULT_SWAPS),
-                        help=f"catalogue keys replacing the FFN's exact GELU (default {','.join(DEFAULT_SWAPS)})")
+                        help="catalogue keys replacing the FFN's exact GELU (default: every catalogue entry)")
     parser.add_argument("--impl", default="formula", choices=IMPLS,
                         help="activation implementation: gelulab's formula or the framework's builtin")
     parser.add_argument("--pairs", default=str(DATA), help="TSV of labelled sentence pairs")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
     parser.add_argument("--finetune", action="store_true", help="also run the distillation fine-tune")
-    parser.add_argument("--finetune-activations", default="relu", help="swapped models to fine-tune (default relu)")
+    parser.add_argument("--finetune-activations", default=BASELINE,
+                        help=f"swapped models to fine-tune (default {BASELINE})")
     parser.add_argument("--steps", type=int, default=100, help="fine-tune steps (default 100)")
     parser.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
     parser.add_argument("--finetune-batch", type=int, default=16, help="sentences per fine-tune step")
@@ -193,10 +193,11 @@ def _measure(original: bert.Encoded, encoded: bert.Encoded, index, pairs) -> dic
 
 
 def _finetune(mod, backend, pre, key, args, train, original_fw) -> dict:
-    """Distil the model with `key` toward the original embeddings of the generated sentences; returns
-    {"params": fine-tuned framework params, "losses", "seconds", "train_cos_before"}."""
+    """Distil the model with `key` toward the original embeddings (the model's own activation, pre.config.activation)
+    of the generated sentences; returns {"params": fine-tuned framework params, "losses", "seconds",
+    "train_cos_before"}."""
     ids, mask = train
-    orig = backend.function(ORIGINAL, args.impl)
+    orig = backend.function(pre.config.activation, args.impl)
     targets = bert.mean_pool(mod.encode(original_fw, ids, mask, pre.config, orig)[-1], mask)
     act = backend.function(key, args.impl)
     before = bert.mean_pool(mod.encode(original_fw, ids, mask, pre.config, act)[-1], mask)
@@ -219,10 +220,10 @@ def _row(name, key, stage, steps, seconds, metrics) -> dict:
     return {"backend": name, "activation": key, "stage": stage, "steps": steps, "seconds": seconds, **metrics}
 
 
-def _plan(names, swaps, tuned) -> list[tuple[str, str, str]]:
+def _plan(names, swaps, tuned, original: str) -> list[tuple[str, str, str]]:
     """Every result of the run, in report order: (backend, activation, stage)."""
-    keys = [ORIGINAL, *(k for k in swaps if k != ORIGINAL)]
-    return [(n, k, "original" if k == ORIGINAL else "swapped") for n in names for k in keys] + \
+    keys = [original, *(k for k in swaps if k != original)]
+    return [(n, k, "original" if k == original else "swapped") for n in names for k in keys] + \
         [(n, k, "fine-tuned") for n in names for k in tuned]
 
 
@@ -254,7 +255,7 @@ def run(args) -> int:
         print(f"gelulab swap: UNVERIFIED model: {pre.directory} has no sha256sums manifest; its files are used "
               "unchecked", file=sys.stderr)
     encode_key, tune_key = _keys_of(args, pre, hashlib.sha256(Path(args.pairs).read_bytes()).hexdigest())
-    plan = _plan(names, swaps, tuned)
+    plan = _plan(names, swaps, tuned, pre.config.activation)  # the model's own activation is the original
     stored = {}
     for name, key, stage in plan:  # before any model work: results of other settings are refused
         status, rec, detail = store.load(out, name, key, stage, tune_key if stage == "fine-tuned" else encode_key)
@@ -327,13 +328,13 @@ def _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_k
             used.append(backend)
             versions_key = store.versions(backend.versions())
             params = mod.to_framework(pre.params)
-            original = _encode(mod, params, pre, backend.function(ORIGINAL, args.impl), sentences, args.batch_size)
+            original = _encode(mod, params, pre, backend.function(pre.config.activation, args.impl), sentences, args.batch_size)
             for p in (p for p in todo if p[2] != "fine-tuned"):
                 _, key, stage = p
                 bar.set_postfix_str(f"{name} {key}")
                 start = time.perf_counter()
                 act = backend.function(key, args.impl)
-                encoded = original if key == ORIGINAL else _encode(mod, params, pre, act, sentences, args.batch_size)
+                encoded = original if key == pre.config.activation else _encode(mod, params, pre, act, sentences, args.batch_size)
                 rows[p] = _row(name, key, stage, 0, time.perf_counter() - start,
                                _measure(original, encoded, index, pairs))
                 store.save(out, name, key, stage, encode_key, versions_key, rows[p])

@@ -72,14 +72,14 @@ def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, m
     start = time.perf_counter()
     original_model = hf.load(pre.directory)
     original = encode(original_model, pre, sentences, args.batch_size)
-    report["rows"].append({"backend": NAME, "activation": "gelu_none", "stage": "original", "steps": 0,
+    report["rows"].append({"backend": NAME, "activation": pre.config.activation, "stage": "original", "steps": 0,
                            "seconds": time.perf_counter() - start,
                            **measure(original, original, index, pairs)})
     info = hf.describe(original_model)
     report[NAME] = {"version": info["version"], "torch_threads": info["torch_threads"], "model": info["model"],
                     "original_activation": info["activation"], "swaps": {}}
     save()
-    for key in [k for k in swaps if k != "gelu_none"]:
+    for key in [k for k in swaps if k != pre.config.activation]:
         start = time.perf_counter()
         model, records = swapped_model(pre.directory, key, args.impl, pre.config.layers)
         report[NAME]["swaps"][key] = [vars(r) for r in records]

