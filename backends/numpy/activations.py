@@ -108,7 +108,7 @@ def _in_float64(f):
 def builtin(activation):
     """The numpy user's reference for `activation` (its catalogue descriptor `builtins["numpy"]`, resolved here), in
     float64, rounded to the input dtype; None where the catalogue names none."""
-    fn = activation.builtin(NAME)
+    fn = activation.builtin("numpy")
     if fn is None:
         return None
     fn = _in_float64(fn)
