@@ -21,6 +21,7 @@ import numpy as np
 from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.moons.config import split_sizes
+from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.core.report import fmt, markdown_table
 
 AGREEMENT_TOL = 1e-6  # issue 2/4: float64 matched training losses of the backends agree within this
@@ -280,7 +281,8 @@ def _setup_md(results) -> str:
     for r in results["runs"]:
         recipes.setdefault((r["backend"], r["regime"]), r["recipe"])
     lines = [
-        (f"- make_moons: {c['n_samples']} samples, noise {c['noise']}, stratified split train/val/test "
+        (f"- {DATASETS[c.get('dataset', 'moons')].description}: {c['n_samples']} samples, noise {c['noise']}, "
+        "stratified split train/val/test "
         f"{n_train}/{n_val}/{n_test}"
         "; the test set is evaluated once, after the last epoch (no early stopping, no model selection)."),
         (f"- MLP 2 → {' → '.join(map(str, c['hidden']))} → 1, BCE on logits; Adam lr {c['lr']:g}, "

@@ -42,6 +42,7 @@ from gelulab.experiments.moons.config import (
     make_data,
     train_spec,
 )
+from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.experiments.moons.plots import write_plots
 from gelulab.experiments.moons.report import analyse, markdown
 from gelulab.core.report import atomic_write_text, environment, write_json
@@ -360,6 +361,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-seeds", type=int, default=d.compare_seeds)
     parser.add_argument("--samples", type=int, default=d.n_samples, help="make_moons n_samples")
     parser.add_argument("--noise", type=float, default=d.noise, help="make_moons noise (std)")
+    parser.add_argument("--dataset", default=d.dataset, choices=list(DATASETS),
+                        help="the data set drawn (default moons: make_moons; circles: make_circles)")
     parser.add_argument("--val-fraction", type=float, default=d.val_fraction)
     parser.add_argument("--test-fraction", type=float, default=d.test_fraction)
     parser.add_argument("--hidden", type=_int_list, default=d.hidden,
@@ -380,7 +383,8 @@ def config_from_args(args) -> MoonsConfig:
     if args.seeds < 1:
         raise ValueError(f"seeds: {args.seeds} seeds requested; expected at least 1")
     return MoonsConfig(
-        n_samples=args.samples, noise=args.noise, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+        n_samples=args.samples, noise=args.noise, dataset=args.dataset, val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
         hidden=args.hidden, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, beta1=args.beta1,
         beta2=args.beta2, eps=args.eps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         arms=args.arms, impl=args.impl, regimes=REGIMES if args.regime == "both" else (args.regime,),
