@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -92,10 +93,13 @@ def _ray(fn, tasks, jobs, address, env) -> Iterator[tuple[int, object]]:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         kw = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
               "runtime_env": {"env_vars": {k: str(v) for k, v in env.items()}}}
-        if address:
-            ray.init(address=address, **kw)
-        else:
-            ray.init(num_cpus=jobs, object_store_memory=RAY_OBJECT_STORE_BYTES, **kw)
+        with warnings.catch_warnings():
+            # Ray starts its processes with subprocess (fork + exec), which jax's fork hook warns about needlessly
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            if address:
+                ray.init(address=address, **kw)
+            else:
+                ray.init(num_cpus=jobs, object_store_memory=RAY_OBJECT_STORE_BYTES, **kw)
         started = True
     remote = ray.remote(num_cpus=1)(fn)
     refs = {remote.remote(*t): i for i, t in enumerate(tasks)}

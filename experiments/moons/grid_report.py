@@ -6,9 +6,10 @@ agreement, conclusions}
 comparisons   per cell x backend x regime x GELU form, for test accuracy and test loss: the paired difference
               GELU form - ReLU over the cell's seeds (core.stats.paired: mean, 95 % CI, Wilcoxon, paired
               t-test, seeds won). Multiple comparisons: the Wilcoxon and the t-test p-values are
-              Benjamini-Hochberg adjusted (core.stats.adjust_bh, scipy.stats.false_discovery_control) over ALL
-              comparisons of the grid for that metric (every cell, backend, regime and GELU form: one family per
-              metric); a difference is significant when both adjusted p-values are below alpha = 0.05.
+              Benjamini-Hochberg adjusted (core.stats.adjust_bh, scipy.stats.false_discovery_control) over all
+              cells of the grid, every backend and regime included: one family per GELU form and metric, the
+              comparisons one heatmap figure shows; a difference is significant when both adjusted p-values are
+              below alpha = 0.05.
 heatmaps      for each GELU form (exact GELU first) and metric: one square per value of the two heatmap axes, one
               panel per combination of the other varied axes and the backend (faceted, so every square is one
               cell and carries that cell's BH-adjusted verdict). When there would be more than MAX_FACETS panels,
@@ -90,12 +91,13 @@ def _aggregate(values, units, arm, metric, higher) -> dict:
 
 
 def comparison_rows(cells, values, backends, regimes, arms) -> list[dict]:
-    """Every cell x backend x regime x GELU form x metric comparison, BH-adjusted within each metric."""
+    """Every cell x backend x regime x GELU form x metric comparison, BH-adjusted within each (GELU form,
+    metric) family over all cells, backends and regimes."""
     rows = []
-    for metric, _, higher in METRICS:
+    for arm, (metric, _, higher) in product(arms, METRICS):
         family = []
         for cell in cells:
-            for b, regime, arm in product(backends, regimes, arms):
+            for b, regime in product(backends, regimes):
                 a, base = values.get((cell.id, b, regime, arm, metric)), values.get((cell.id, b, regime, BASELINE,
                                                                                     metric))
                 if not a or not base:
@@ -280,7 +282,7 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
             if not fam:
                 continue
             fmt_d = (lambda v: f"{100 * v:+.2f} pp") if metric == "test_acc" else (lambda v: f"{v:+.4f}")
-            total = sum(1 for c in comparisons if c["metric"] == metric)
+            total = len(fam)
             sig = [s for s in significant if s["arm"] == arm and s["metric"] == metric]
             helps = [s for s in sig if s["gelu_better"]]
             hurts = [s for s in sig if not s["gelu_better"]]
@@ -450,7 +452,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "setup": ("Setup", lambda: _setup_md(results)),
         "conclusions": ("Where GELU helps, hurts or does not matter on this grid",
                         lambda: "\n".join(f"- {c}" for c in an["conclusions"]) + "\n"),
-        "significant": ("Cells with a significant difference (BH-adjusted over all cells)",
+        "significant": ("Cells with a significant difference (BH-adjusted over all cells and backends)",
                         lambda: _significant_md(an["significant"], spec_varied)),
         "heatmaps": ("Heatmaps of the paired difference", lambda: _heatmaps_md(results)),
         "main_effects": (f"Each axis on average over the rest of the grid: {_label(first) if first else ''} − ReLU",

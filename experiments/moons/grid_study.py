@@ -75,6 +75,13 @@ def store_files(root, files: dict) -> int:
     return n
 
 
+def _cost(cell, groups_by_backend) -> float:
+    """A rough relative cost of a cell's task: Adam steps x dense layers x groups (for the order of the tasks)."""
+    cfg = cell.config
+    n_groups = sum(len(g) for g in groups_by_backend.values())
+    return cfg.epochs * cfg.steps_per_epoch * (len(cfg.hidden) + 1) * n_groups
+
+
 def _check_out(out_dir) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -121,6 +128,9 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
                 by_backend.setdefault(g[0], []).append(g)
             tasks.append((cell.config.to_dict(), by_backend, tuple(names)))
             task_cells.append(cell)
+    # the costliest cells first, so that the last ones to finish are short (steps x layers x groups)
+    order = sorted(range(len(tasks)), key=lambda i: -_cost(task_cells[i], tasks[i][1]))
+    tasks, task_cells = [tasks[i] for i in order], [task_cells[i] for i in order]
     n_runs = sum(len(g[4]) for groups in plans.values() for g in groups)
     todo_runs = sum(len(g[4]) for t in tasks for gs in t[1].values() for g in gs)
     env_vars = {"GELULAB_THREADS": gconfig.threads(), "GELULAB_DEVICE": gconfig.device()}
