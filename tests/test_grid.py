@@ -254,7 +254,7 @@ def small_grid(tmp_path_factory):
 
 @pytest.mark.slow
 def test_each_cell_is_the_plain_study_of_its_config(small_grid, tmp_path):
-    spec, backend, out, results = small_grid
+    spec, backend, _, results = small_grid
     assert results["trained_cells"] == 4 and results["resumed_cells"] == 0
     for cell in spec.cells()[::3]:  # two of the four cells: a moons and a circles one
         plain = S.run_study(cell.config, tmp_path / cell.id, [backend], jobs=1, progress=False)
@@ -265,7 +265,7 @@ def test_each_cell_is_the_plain_study_of_its_config(small_grid, tmp_path):
 
 @pytest.mark.slow
 def test_grid_report_files(small_grid, tmp_path):
-    spec, backend, out, results = small_grid
+    _, backend, _, results = small_grid
     paths = GS.write_grid_report(results, tmp_path)
     saved = json.loads(paths["json"].read_text())
     assert saved["spec"]["axes"]["depth"] == [1, 2] and saved["environment"]["frameworks"][backend]

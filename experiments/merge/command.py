@@ -200,6 +200,10 @@ def _cell(kind, field, fmt_fn, row, label, first):
     return text
 
 
+def _machine(env: dict) -> str:
+    return f"{env.get('cpu', '—')}, {env.get('cores', '—')} cores, {env.get('platform', '—')}"
+
+
 def markdown(merged: dict) -> str:
     """The merge report as Markdown."""
     out = ["# gelulab merge: results side by side\n"]
@@ -208,8 +212,7 @@ def markdown(merged: dict) -> str:
         ["run", "kind", "folder", "device", "machine", "threads", "what differs from the other runs"],
         [[r["label"], r["kind"] + ("" if r["rel"] == "." else f" ({r['rel']})"), r["file"],
           r["environment"].get("device", "—"),
-          f"{r['environment'].get('cpu', '—')}, {r['environment'].get('cores', '—')} cores, "
-          f"{r['environment'].get('platform', '—')}", r["environment"].get("threads", "—"), r["differs"]]
+          _machine(r["environment"]), r["environment"].get("threads", "—"), r["differs"]]
          for r in merged["runs"]]))
     out.append("\nVersions per run (python, numpy, frameworks):\n")
     for r in merged["runs"]:

@@ -24,9 +24,10 @@ a bad value raises ValueError naming the key, the value and what was expected.
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+import tomllib
 
 from gelulab.experiments.moons.config import MoonsConfig
 
@@ -206,7 +207,7 @@ def parse_grid(text: str, source: str = "built-in default") -> GridSpec:
         raise ValueError(f"grid file {source}: unknown [report] keys {bad}; expected 'heatmap'")
     for name in ("base", "axes", "report"):
         if not isinstance(data.get(name, {}), dict):
-            raise ValueError(f"grid file {source}: {name} must be a table ([{name}])")
+            raise ValueError(f"grid file {source}: {name} must be a table ([{name}])")  # noqa: TRY004 - bad input
     try:
         spec = GridSpec(axes=data.get("axes", {}), base=data.get("base", {}), backends=data.get("backends"),
                         heatmap=report.get("heatmap"), source=source)
