@@ -67,7 +67,7 @@ def test_grid_file_axes_and_base(tmp_path):
     assert {c.config.noise for c in cells} == {0.0, 0.1}  # an integer noise is the float it means
     assert all(c.config.seeds == (3, 5) and c.config.n_samples == 400 and c.config.dtype == "float32"
                for c in cells)
-    assert "depth8-width8-lr0.001-batch32-epochs30-moons-noise0.0-float32" in {c.id for c in cells}
+    assert "depth8-width8-lr0.001-batch32-epochs25-moons-noise0.0-float32" in {c.id for c in cells}
 
 
 @pytest.mark.parametrize("text,named", [
@@ -147,7 +147,7 @@ def _small_spec(**axes):
 def test_paired_differences_and_bh_against_scipy():
     spec = _small_spec()
     cells = spec.cells()
-    target = "depth2-width32-lr0.01-batch32-epochs30-moons-noise0.2-float64"
+    target = "depth2-width32-lr0.01-batch32-epochs25-moons-noise0.2-float64"
     runs = _fake_runs(cells, ["jax", "torch"], lambda c: 0.05 if c.id == target else 0.0)
     an = R.analyse_grid(spec, cells, runs, ["jax", "torch"])
     assert an["arms"] == ["gelu_none", "gelu_tanh", "gelu_sigmoid"]  # exact GELU first

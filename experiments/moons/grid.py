@@ -36,7 +36,7 @@ AXIS_LABELS = {"depth": "hidden layers", "width": "width", "lr": "learning rate"
                "epochs": "epochs", "dataset": "data set", "noise": "noise", "dtype": "dtype",
                "backend": "backend", "regime": "regime"}
 # The values an axis takes when a grid file leaves it out (one value each: the axis is then fixed).
-DEFAULT_AXES = {"depth": (2,), "width": (32,), "lr": (1e-3,), "batch_size": (32,), "epochs": (30,),
+DEFAULT_AXES = {"depth": (2,), "width": (32,), "lr": (1e-3,), "batch_size": (32,), "epochs": (25,),
                 "dataset": ("moons",), "noise": (0.2,), "dtype": ("float64",)}
 # MoonsConfig fields a grid holds fixed unless its [base] table says otherwise: a smaller study than the
 # single-configuration default (1000 points instead of 2000, no second dtype: dtype is an axis, a coarse
@@ -51,7 +51,7 @@ _AXIS_FIELDS = ("hidden", "lr", "batch_size", "epochs", "dataset", "noise", "dty
 DEFAULT_GRID = """\
 # gelulab moons grid: ReLU against the GELU forms over depth, learning rate and data set.
 # 4 x 3 x 2 = 24 cells; each trains the 4 arms x 20 seeds in every selected backend (matched regime,
-# float64, 1000 points split 700/150/150, width 32, batch 32, 30 epochs = 660 Adam steps).
+# float64, 1000 points split 700/150/150, width 32, batch 32, 25 epochs = 550 Adam steps).
 
 [base]
 seeds = 20
@@ -62,7 +62,7 @@ depth = [1, 2, 4, 8]
 width = [32]
 lr = [0.001, 0.003, 0.01]
 batch_size = [32]
-epochs = [30]
+epochs = [25]
 dataset = ["moons", "circles"]
 noise = [0.2]
 dtype = ["float64"]
@@ -75,7 +75,7 @@ heatmap = ["depth", "lr"]
 @dataclass(frozen=True)
 class Cell:
     """One cell of a grid: coords {axis: value} for every axis of AXES, its MoonsConfig, and its id (the
-    name of its results subfolder, e.g. "depth2-width32-lr0.001-batch32-epochs30-moons-noise0.2-float64")."""
+    name of its results subfolder, e.g. "depth2-width32-lr0.001-batch32-epochs25-moons-noise0.2-float64")."""
 
     coords: dict
     config: MoonsConfig

@@ -4,7 +4,7 @@
 The default grid (`--grid` without a file, DEFAULT_GRID in experiments/moons/grid.py; `--print-grid` prints it
 as a file to edit): depth 1, 2, 4, 8 x learning rate 1e-3, 3e-3, 1e-2 x make_moons, make_circles = 24 cells,
 each ReLU and the three GELU forms x 20 seeds x every selected backend (matched regime, float64, 1000 points,
-width 32, batch 32, 30 epochs); GRID_TIME is its wall time measured on the 2-core reference machine with jax,
+width 32, batch 32, 25 epochs); GRID_TIME is its wall time measured on the 2-core reference machine with jax,
 torch and tensorflow.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a study grid: every combination of the axes in the TOML FILE (depth, width, lr, batch_size, "
              "epochs, dataset, noise, dtype; see --print-grid), one study per cell, then heatmaps of GELU - ReLU "
              "with BH-adjusted tests. Without FILE the built-in grid: depth 1,2,4,8 x lr 1e-3,3e-3,1e-2 x "
-             "make_moons, make_circles = 24 cells, 4 arms x 20 seeds x every backend, width 32, 30 epochs: "
+             "make_moons, make_circles = 24 cells, 4 arms x 20 seeds x every backend, width 32, 25 epochs: "
              f"{GRID_TIME} on 2 cores with jax, torch and tensorflow")
     parser.add_argument("--print-grid", action="store_true", help="print the built-in grid as a TOML file and exit")
     parser.add_argument("--executor", default="local", choices=EXECUTORS,

@@ -268,7 +268,7 @@ def where_text(rows, spec) -> str:
             parts.append(f"all at {AXIS_LABELS[a]} {_value(a, present[0])}")
         else:
             parts.append(f"{AXIS_LABELS[a]} " + ", ".join(f"{_value(a, v)} ({vals.count(v)})" for v in present))
-    return f"{len(cells)} cells: " + "; ".join(parts)
+    return "; ".join(parts)
 
 
 def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[str]:
@@ -398,7 +398,7 @@ def _setup_md(results) -> str:
     seeds = base.get("seeds", [])
     lines = [
         f"- grid: {results['source']}; {len(cells)} cells = "
-        + " × ".join(f"{len(spec['axes'][a])} {AXIS_LABELS[a]}" for a in varied) + " (varied: "
+        + " × ".join(f"{AXIS_LABELS[a]} ({len(spec['axes'][a])})" for a in varied) + " (varied: "
         + "; ".join(f"{AXIS_LABELS[a]} {', '.join(_value(a, v) for v in spec['axes'][a])}" for a in varied)
         + "); fixed: " + ", ".join(f"{AXIS_LABELS[a]} {_value(a, spec['axes'][a][0])}" for a in fixed) + ".",
         f"- each cell: {base.get('n_samples')} points split stratified "
@@ -457,14 +457,17 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "heatmaps": ("Heatmaps of the paired difference", lambda: _heatmaps_md(results)),
         "main_effects": (f"Each axis on average over the rest of the grid: {_label(first) if first else ''} − ReLU",
                          lambda: ("Seed by seed, the metric is averaged over every cell and backend at that value, "
-                                  "then compared paired; BH within the table.\n\n"
+                                  "then compared paired; p (BH): the larger of the Wilcoxon and t-test p-values, "
+                                  "BH-adjusted within the table.\n\n"
                                   + _main_effects_md(an["main_effects"], first)) if first else ""),
         "curves": ("Loss curves of the most different cells",
                    lambda: (f"![loss curves]({plots['loss_curves']})\n" if "loss_curves" in plots else "—\n")),
         "timing": ("Time", lambda: markdown_table(
-            ["cells", "trained this session", "resumed", "executor", "workers", "wall s"],
+            ["cells", "trained this session", "resumed", "executor", "workers", "wall s",
+             "training CPU s (all cells, from the run files)", "load average at start / end"],
             [[len(results["cells"]), results["trained_cells"], results["resumed_cells"], results["executor"],
-              results["jobs"], fmt(results["wall_s"])]])),
+              results["jobs"], fmt(results["wall_s"]), fmt(results.get("train_cpu_s")),
+              " / ".join(fmt(v) for v in results.get("load_average", ()))]])),
         "environment": ("Environment", lambda: "\n".join(
             f"- {k}: {v}" for k, v in env.items() if k != "frameworks") + "\n" + "\n".join(
             f"- {b}: {', '.join(f'{k} {v}' for k, v in vs.items())}" for b, vs in env.get("frameworks", {}).items())

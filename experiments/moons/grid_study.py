@@ -5,7 +5,8 @@ A cell (experiments/moons/grid.py) is one MoonsConfig and is trained by today's 
 shared by every arm and backend, the test set used once, versions recorded in every run file. Layout:
 
     <out>/cells/<cell id>/runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json   one file per run, as a study
-    <out>/grid.json   the spec, the environment, every run's metrics and curves, the analysis
+    <out>/grid.json   the spec, the environment, every run's metrics (the curves stay in the run files), the
+                      analysis
     <out>/report.md, heatmap_*.png, loss_curves_most_different.png          (experiments/moons/grid_report.py)
 
 The unit of work is a cell (all its backends, arms and seeds); cells run in local worker processes or on Ray
@@ -82,6 +83,24 @@ def _cost(cell, groups_by_backend) -> float:
     return cfg.epochs * cfg.steps_per_epoch * (len(cfg.hidden) + 1) * n_groups
 
 
+def _load_average() -> float | None:
+    """The 1-minute load average (other processes competing for the cores), or None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _train_cpu(runs: dict) -> float:
+    """CPU seconds of training summed over every group of every cell, from the run files' timing (a group's
+    seeds share one record of it)."""
+    groups = {}
+    for cid, rs in runs.items():
+        for r in rs:
+            groups[(cid, r["backend"], r["regime"], r["dtype"], r["arm"])] = r["timing"]["group_cpu_s"]
+    return float(sum(groups.values()))
+
+
 def _check_out(out_dir) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -100,8 +119,9 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
 
     Returns {"spec", "cells": [{"id", "coords", "config"}], "backends", "skipped", "environment", "runs": {cell
     id: [run records]}, "executor", "jobs", "address", "wall_s", "trained_cells", "resumed_cells", "hosts",
-    "analysis"}. Raises ValueError (before any training) for a bad spec, backend, executor option, or a cell
-    folder holding runs of other settings; BackendUnavailable for a named backend that is not installed.
+    "train_cpu_s", "load_average" [start, end], "analysis"}. Raises ValueError (before any training) for a bad
+    spec, backend, executor option, or a cell folder holding runs of other settings; BackendUnavailable for a
+    named backend that is not installed.
     """
     from gelulab.experiments.moons import grid_report
 
@@ -135,6 +155,7 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
     todo_runs = sum(len(g[4]) for t in tasks for gs in t[1].values() for g in gs)
     env_vars = {"GELULAB_THREADS": gconfig.threads(), "GELULAB_DEVICE": gconfig.device()}
     hosts = {}
+    load0 = _load_average()
     t0 = time.perf_counter()
     bar = tqdm(total=n_runs, initial=n_runs - todo_runs, desc=f"moons grid ({executor})", unit="run",
                disable=not progress, dynamic_ncols=True)
@@ -157,6 +178,7 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
         "backends": names, "skipped": skipped, "environment": environment(()),
         "runs": runs, "executor": executor, "jobs": jobs or os.cpu_count(), "address": address,
         "wall_s": wall, "trained_cells": len(tasks), "resumed_cells": len(cells) - len(tasks), "hosts": hosts,
+        "train_cpu_s": _train_cpu(runs), "load_average": [load0, _load_average()],
     }
     results["environment"]["frameworks"] = {r["backend"]: r["versions"] for rs in runs.values() for r in rs}
     results["analysis"] = grid_report.analyse_grid(spec, cells, runs, names)
@@ -172,5 +194,7 @@ def write_grid_report(results: dict, out_dir) -> dict:
     paths = grid_plots.write_plots(results, out)
     results["plots"] = {k: p.name for k, p in paths.items()}
     paths["report"] = atomic_write_text(out / "report.md", grid_report.markdown(results))
-    paths["json"] = write_json(out / "grid.json", results)
+    lean = {cid: [{k: r[k] for k in ("backend", "regime", "dtype", "arm", "seed", "metrics")} for r in rs]
+            for cid, rs in results["runs"].items()}  # the curves stay in the cells' run files
+    paths["json"] = write_json(out / "grid.json", {**results, "runs": lean})
     return paths
