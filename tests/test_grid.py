@@ -316,3 +316,13 @@ def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
         assert a == b, rel  # number for number: metrics, curves, logits, versions, key
     assert {h["pid"] for h in ray["hosts"].values()}.isdisjoint({h["pid"] for h in local["hosts"].values()})
     assert math.isfinite(ray["wall_s"])
+    # a plain study on Ray (one task per backend) stores what the local study stores
+    cfg = spec.cells()[0].config
+    plain = {}
+    for executor in ("local", "ray"):
+        S.run_study(cfg, tmp_path / f"plain_{executor}", [backend], jobs=1, progress=False, executor=executor)
+        plain[executor] = {p.relative_to(tmp_path / f"plain_{executor}"): json.loads(p.read_text())
+                           for p in (tmp_path / f"plain_{executor}").rglob("seed*.json")}
+        for rec in plain[executor].values():
+            rec.pop("timing")
+    assert plain["local"] == plain["ray"] and len(plain["ray"]) == 2 * 3

@@ -49,8 +49,9 @@ def plot_heatmap(fig_data: dict, path) -> Path:
              if sq["mean_diff"] is not None and np.isfinite(sq["mean_diff"])]
     vmax = max(diffs, default=0.0) or 1e-12
     cmap = "RdBu" if acc else "RdBu_r"  # blue = GELU better: higher accuracy, lower loss
-    w, h = 1.05 * len(xs) + 1.3, 0.72 * len(ys) + 1.1
-    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols + 1.2, h * nrows + 1.0), squeeze=False)
+    w, h = 1.3 * len(xs) + 1.3, 0.75 * len(ys) + 1.2
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols + 1.2, h * nrows + 1.0), squeeze=False,
+                             layout="constrained")
     image = None
     for k, panel in enumerate(panels):
         ax = axes[k // ncols, k % ncols]
@@ -80,7 +81,8 @@ def plot_heatmap(fig_data: dict, path) -> Path:
     unit = "percentage points" if acc else "BCE"
     label = ACTIVATIONS[fig_data["arm"]].label
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.85, label=f"{label} − ReLU, test {'accuracy' if acc else 'loss'} ({unit})")
+        fig.colorbar(image, ax=axes, shrink=0.85, label=f"{label} − ReLU, test {'accuracy' if acc else 'loss'} "
+                     f"({unit}); blue: GELU better")
     title = (f"{label} − ReLU: test {'accuracy (pp)' if acc else 'loss'}, mean over seeds [95 % CI]; "
              "* and frame: significant (BH over all cells)")
     if fig_data["marginalised"]:

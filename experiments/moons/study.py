@@ -394,7 +394,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta2", type=float, default=d.beta2)
     parser.add_argument("--eps", type=float, default=d.eps, help="Adam epsilon of the matched regime")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="worker processes, one backend each (default: CPU cores, at most one per backend)")
+                        help="worker processes (or Ray CPUs), one backend each (default: CPU cores, at most one per "
+                             "backend); with --grid one cell each (default: CPU cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     grid_cli.add_arguments(parser)
 
