@@ -133,7 +133,7 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
     names, skipped = S.check_backends(wanted)
     if not names:
         raise ValueError(f"backends {list(wanted)}: none can train (numpy has no autodiff); expected one of "
-                         f"{[b for b in installed_backends() if b not in S.NO_AUTODIFF]}")
+                         f"{S.check_backends(installed_backends())[0]}")
     for name, reason in skipped.items():
         print(f"moons grid: skipping backend {name!r}: {reason}", file=sys.stderr)
     cells = spec.cells()
