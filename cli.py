@@ -1,4 +1,4 @@
-"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify`.
+"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify | merge`.
 
 The only module that imports experiments and benchmarks. Each command module provides
 `add_arguments(parser)` and `run(args) -> int`; `gelulab run` is the main job (parity summary + moons with a few
@@ -19,6 +19,7 @@ COMMANDS = {
     "bench": ("gelulab.benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
     "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
     "identify": ("gelulab.identify_command", "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
+    "merge": ("gelulab.experiments.merge.command", "results of several machines, devices or versions side by side"),
 }
 
 

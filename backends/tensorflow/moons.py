@@ -100,7 +100,7 @@ def _matched_trainer(arm: str, impl: str, lr: float, beta1: float, beta2: float,
         flat = list(flat)
         m = [tf.zeros_like(t) for t in flat]
         v = [tf.zeros_like(t) for t in flat]
-        n_epochs, n_steps = order.shape[1], order.shape[2]
+        n_epochs, n_steps = tf.shape(order)[1], tf.shape(order)[2]  # dynamic: the trace is reused across shapes
         train_loss = tf.TensorArray(x_train.dtype, size=n_epochs)
         val_loss = tf.TensorArray(x_train.dtype, size=n_epochs)
         for e in tf.range(n_epochs):

@@ -4,8 +4,9 @@ formula.
 Everything here is written once and shared by every backend (`backends/<name>/moons.py` does only the
 training):
 
-* data: `sklearn.datasets.make_moons(n_samples, noise)`, split stratified into train / validation / test
-  (70 / 15 / 15 % by default); the test set is evaluated once, after the last epoch;
+* data: `sklearn.datasets.make_moons(n_samples, noise)` (or another data set of experiments/moons/datasets.py,
+  e.g. make_circles), split stratified into train / validation / test (70 / 15 / 15 % by default); the test
+  set is evaluated once, after the last epoch;
 * per seed, a `numpy.random.SeedSequence(seed)` spawns four independent streams: the data draw, the split, the
   initial weights and the per-epoch order, so a seed fixes all four and every arm and backend with that seed
   sees the same of each (paired comparisons);
@@ -26,6 +27,7 @@ import numpy as np
 from gelulab.core import training
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
+from gelulab.experiments.moons.datasets import DATASETS
 
 ARMS = tuple(ACTIVATIONS)  # every catalogue entry
 REGIMES = ("matched", "native")
@@ -42,7 +44,8 @@ class MoonsConfig:
     epochs).
 
     n_samples: points drawn by make_moons (both classes together); noise: std of the Gaussian noise added to
-    the points (make_moons units), >= 0; val_fraction, test_fraction: shares of n_samples held out
+    the points (make_moons units), >= 0; dataset: the data set drawn, a key of
+    experiments.moons.datasets.DATASETS ("moons": make_moons, the default; "circles": make_circles); val_fraction, test_fraction: shares of n_samples held out
     (stratified); hidden: widths of the hidden layers (depth = len(hidden)), the MLP is 2 -> hidden... -> 1
     logit; epochs, batch_size: training length and minibatch size (the last minibatch of an epoch is partial
     when the train set is not a multiple of batch_size, as torch's DataLoader with drop_last=False); lr,
@@ -61,6 +64,7 @@ class MoonsConfig:
 
     n_samples: int = 2000
     noise: float = 0.2
+    dataset: str = "moons"
     val_fraction: float = 0.15
     test_fraction: float = 0.15
     hidden: tuple[int, ...] = (64, 64)
@@ -92,6 +96,8 @@ class MoonsConfig:
         _check_int("grid_size", self.grid_size, 2)
         if not _is_real(self.noise) or not self.noise >= 0 or not math.isfinite(self.noise):
             raise ValueError(f"noise={self.noise!r}: expected a finite number >= 0 (std of make_moons' noise)")
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset={self.dataset!r}: expected one of {list(DATASETS)}")
         for name in ("val_fraction", "test_fraction"):
             v = getattr(self, name)
             if not _is_real(v) or not 0 < v < 1:
@@ -239,16 +245,16 @@ class MoonsData:
 
 
 def make_data(cfg: MoonsConfig, seed: int) -> MoonsData:
-    """make_moons(cfg.n_samples, noise=cfg.noise) split stratified into train/val/test (sizes cfg.sizes).
+    """make_moons(cfg.n_samples, noise=cfg.noise) (the data set cfg.dataset names, see
+    experiments/moons/datasets.py) split stratified into train/val/test (sizes cfg.sizes).
 
-    Deterministic in (cfg, seed). Source: sklearn.datasets.make_moons,
+    Deterministic in (cfg, seed). Source: sklearn.datasets.make_moons / make_circles,
     sklearn.model_selection.train_test_split (stratify=y keeps the 50/50 class balance in every split).
     """
-    from sklearn.datasets import make_moons
     from sklearn.model_selection import train_test_split
 
     st = seed_streams(seed)
-    x, y = make_moons(n_samples=cfg.n_samples, noise=cfg.noise, random_state=st.data)
+    x, y = DATASETS[cfg.dataset].draw(cfg.n_samples, cfg.noise, st.data)
     _, n_val, n_test = cfg.sizes
     idx = np.arange(cfg.n_samples)
     rest, test = train_test_split(idx, test_size=n_test, stratify=y, random_state=st.split)

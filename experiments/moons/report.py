@@ -28,6 +28,7 @@ import numpy as np
 
 from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
+from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.config import split_sizes
 
@@ -433,7 +434,8 @@ def _setup_md(results) -> str:
     lines = [
         (f"- command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit "
          f"{env.get('git_commit') or 'unknown'}"),
-        (f"- make_moons: {c['n_samples']} samples, noise {c['noise']}, stratified split train/val/test "
+        (f"- {DATASETS[c.get('dataset', 'moons')].description}: {c['n_samples']} samples, noise {c['noise']}, "
+        "stratified split train/val/test "
         f"{n_train}/{n_val}/{n_test}"
         "; the test set is evaluated once, after the last epoch (no early stopping, no model selection)."),
         (f"- MLP 2 → {' → '.join(map(str, c['hidden']))} → 1, BCE on logits; Adam lr {c['lr']:g}, "

@@ -60,6 +60,7 @@ from gelulab.experiments.moons.config import (
     make_data,
     train_spec,
 )
+from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.experiments.moons.plots import write_plots
 from gelulab.experiments.moons.report import analyse, markdown
 
@@ -331,8 +332,10 @@ def _interrupts_reach_workers():
 
 
 def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, jobs: int,
-             progress: bool) -> dict:
-    """Train the groups in `todo`: in this process (jobs = 1) or one worker process per backend (jobs > 1)."""
+             progress: bool, executor: str = "local", address: str | None = None) -> dict:
+    """Train the groups in `todo`: in this process (jobs = 1) or one worker process per backend (jobs > 1);
+    with executor "ray", one Ray task per backend (experiments/moons/executors.py), the run files written here
+    as each task ends."""
     by_backend = {}
     for g in todo:
         by_backend.setdefault(g[0], []).append(g)
@@ -346,7 +349,17 @@ def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, j
 
     timing = {}
     try:
-        if jobs <= 1 or len(by_backend) <= 1:
+        if executor != "local":
+            from gelulab.experiments.moons import executors, grid_study
+
+            order = list(by_backend)
+            tasks = [(cfg.to_dict(), {b: by_backend[b]}, tuple(totals)) for b in order]
+            env = {"GELULAB_THREADS": gconfig.threads(), "GELULAB_DEVICE": gconfig.device()}
+            for i, result in executors.run_tasks(grid_study.train_cell, tasks, executor, jobs, address, env):
+                grid_study.store_files(out_dir, result["files"])
+                timing.update(result["timing"])
+                report(order[i], sum(len(g[4]) for g in by_backend[order[i]]), "done")
+        elif jobs <= 1 or len(by_backend) <= 1:
             for b, groups in by_backend.items():
                 timing[b] = train_groups(b, cfg.to_dict(), str(out_dir), groups, report)
         else:
@@ -400,13 +413,14 @@ def _collect(cfg: MoonsConfig, out_dir, groups) -> tuple[list, list]:
 
 
 def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = None,
-              progress: bool = True) -> dict:
+              progress: bool = True, executor: str = "local", address: str | None = None) -> dict:
     """Run (or resume) the moons study and return its results; does not write the report (see write_report).
 
     config: a MoonsConfig (validated on construction); out_dir: the results folder (runs/ inside it is the
     resumable store); backends: backend names (default: GELULAB_BACKEND, else every installed one), the numpy
     backend is skipped with a message (no autodiff); jobs: worker processes, one backend each (default: the
-    number of CPU cores, at most one per backend; 1 trains in this process); progress: tqdm bars per backend.
+    number of CPU cores, at most one per backend; 1 trains in this process); progress: tqdm bars per backend;
+    executor: "local" (worker processes) or "ray" (one Ray task per backend; address: an existing cluster).
 
     Returns a dict: config, backends, skipped {name: reason}, environment (core.report.environment), runs (one
     record per (backend, regime, dtype, arm, seed): metrics, per-epoch curves, recipe, timing, versions),
@@ -437,9 +451,14 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
         jobs = min(os.cpu_count() or 1, len(names)) or 1
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a positive integer")
+    if executor != "local" or address is not None:
+        from gelulab.experiments.moons.executors import check_executor
+
+        check_executor(executor, jobs, address)
     t0 = time.perf_counter()
     with _interrupts_reach_workers() if jobs > 1 else contextlib.nullcontext():
-        session = _execute(config, out_dir, todo, totals, done_counts, jobs, progress) if todo else {}
+        session = (_execute(config, out_dir, todo, totals, done_counts, jobs, progress, executor, address) if todo
+                   else {})
     if any(v is None for v in session.values()):
         raise KeyboardInterrupt("a worker process was interrupted")  # its finished runs are on disk
     wall = time.perf_counter() - t0
@@ -501,9 +520,11 @@ def _str_list(text: str) -> tuple[str, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `gelulab moons` options; every MoonsConfig field has one (defaults: the article's setting)."""
+    from gelulab.experiments.moons import grid_cli
+
     d = MoonsConfig()
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT}); "
-                        "rerunning with the same folder resumes")
+    parser.add_argument("--out", default=None, help=f"results folder (default {DEFAULT_OUT}, with --grid "
+                        f"{grid_cli.DEFAULT_OUT}); rerunning with the same folder resumes")
     parser.add_argument("--backends", type=_str_list, default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else all installed)")
     parser.add_argument("--seeds", type=int, default=len(d.seeds), help=f"number of seeds (default {len(d.seeds)})")
@@ -518,6 +539,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-seeds", type=int, default=d.compare_seeds)
     parser.add_argument("--samples", type=int, default=d.n_samples, help="make_moons n_samples")
     parser.add_argument("--noise", type=float, default=d.noise, help="make_moons noise (std)")
+    parser.add_argument("--dataset", default=d.dataset, choices=list(DATASETS),
+                        help="the data set drawn (default moons: make_moons; circles: make_circles)")
     parser.add_argument("--val-fraction", type=float, default=d.val_fraction)
     parser.add_argument("--test-fraction", type=float, default=d.test_fraction)
     parser.add_argument("--hidden", type=_int_list, default=d.hidden,
@@ -529,8 +552,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta2", type=float, default=d.beta2)
     parser.add_argument("--eps", type=float, default=d.eps, help="Adam epsilon of the matched regime")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="worker processes, one backend each (default: CPU cores, at most one per backend)")
+                        help="worker processes (or Ray CPUs), one backend each (default: CPU cores, at most one per "
+                             "backend); with --grid one cell each (default: CPU cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    grid_cli.add_arguments(parser)
 
 
 def config_from_args(args) -> MoonsConfig:
@@ -538,7 +563,8 @@ def config_from_args(args) -> MoonsConfig:
     if args.seeds < 1:
         raise ValueError(f"seeds: {args.seeds} seeds requested; expected at least 1")
     return MoonsConfig(
-        n_samples=args.samples, noise=args.noise, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+        n_samples=args.samples, noise=args.noise, dataset=args.dataset, val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
         hidden=args.hidden, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, beta1=args.beta1,
         beta2=args.beta2, eps=args.eps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         arms=args.arms, impl=args.impl, regimes=REGIMES if args.regime == "both" else (args.regime,),
@@ -550,20 +576,27 @@ def config_from_args(args) -> MoonsConfig:
 def run(args) -> int:
     """`gelulab moons`: run or resume the study, write the report; returns the exit code (2: nothing to
     train). Raises ValueError (bad option, unwritable --out, results of other settings) before any training and
-    core.output.Interrupted on Ctrl-C, after the finished runs are on disk."""
+    core.output.Interrupted on Ctrl-C, after the finished runs are on disk. With --grid, the study grid
+    (experiments/moons/grid_cli.py)."""
+    from gelulab.experiments.moons import grid_cli
+
+    if grid_cli.wants_grid(args):
+        return grid_cli.run(args, add_arguments)
+    out = DEFAULT_OUT if args.out is None else args.out
     cfg = config_from_args(args)
     names, _ = check_backends(selected_backends() if args.backends is None else args.backends)
     if not names:
         print("gelulab moons: no backend with autodiff selected (numpy is skipped); nothing to train",
               file=sys.stderr)
         return 2
-    check_writable(args.out)
+    check_writable(out)
     try:
-        results = run_study(cfg, args.out, names, jobs=args.jobs, progress=not args.no_progress)
+        results = run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress, executor=args.executor,
+                            address=args.address)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; {stored_summary(cfg, args.out, names)}; run the same command again to "
+        raise Interrupted(f"interrupted; {stored_summary(cfg, out, names)}; run the same command again to "
                           "resume") from None
-    paths = write_report(results, args.out)
+    paths = write_report(results, out)
     print(markdown(results, sections=("timing", "summary")))
     print("\n".join(f"wrote {p}" for p in paths.values()))
     return 0

@@ -1,0 +1,256 @@
+"""`gelulab merge DIR... [--out DIR]`: results of parity, bench, moons (and moons grids) and swap made on
+different machines, devices or framework versions, set side by side in one report.
+
+Each DIR is a results folder of one command (it holds parity.json, bench.json, results.json, grid.json or
+swap.json) or a folder of such folders (e.g. a machine's whole results/ or a `gelulab run` folder); the runs
+found are grouped by kind and by their path inside DIR, so results/parity of one machine is set beside
+results/parity of another. Within a group the experiment settings must be equal (experiments/merge/kinds.py
+says which fields they are per kind); runs whose settings differ are refused before anything is written, in
+one line naming the fields and their values. Where the runs were made is what the report sets side by side:
+each run's device, machine (CPU, cores, platform), thread count and Python / numpy / framework versions, the
+environment each command records (core.report.environment).
+
+Outputs (default results/merge): merge.md (the runs and what differs between their environments; per group a
+table with one column per run, the rows where the runs differ first) and merge.json (the same as data).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import string
+from pathlib import Path
+
+from gelulab.core.report import atomic_write_text, markdown_table, write_json
+from gelulab.experiments.merge.kinds import FILES, KINDS
+
+DEFAULT_OUT = "results/merge"
+MAX_DEPTH = 3
+SKIP = {"runs", "cells"}  # the per-run stores of moons and grids, not results folders
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `gelulab merge` options."""
+    parser.add_argument("dirs", nargs="+", metavar="DIR",
+                        help="results folders (of parity, bench, moons, moons --grid or swap, or folders holding "
+                             "them), one per machine / device / version")
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
+
+
+def find_runs(folder) -> list[dict]:
+    """The runs in one DIR: [{"kind", "path" (the results file), "rel" (its folder inside DIR, "." for DIR
+    itself), "data"}]. Raises ValueError for a missing folder or one holding no results."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder; expected a results folder of parity, bench, moons or swap")
+    found = []
+
+    def visit(d: Path, depth: int):
+        hits = []
+        for name in sorted(FILES):
+            p = d / name
+            if p.is_file():
+                data = _load(p)
+                for kind in KINDS.values():
+                    if kind.file == name and isinstance(data, dict) and kind.detect(data):
+                        hits.append({"kind": kind.name, "path": p, "rel": d.relative_to(root).as_posix(),
+                                     "data": data})
+        found.extend(hits)
+        if depth < MAX_DEPTH:
+            for sub in sorted(p for p in d.iterdir() if p.is_dir() and p.name not in SKIP):
+                visit(sub, depth + 1)
+
+    visit(root, 0)
+    if not found:
+        raise ValueError(f"{root}: holds no results of parity, bench, moons or swap "
+                         f"(looked for {', '.join(sorted(FILES))} up to {MAX_DEPTH} folders deep)")
+    return found
+
+
+def _flat(d, prefix="") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _short(v, limit: int = 60) -> str:
+    s = json.dumps(v) if not isinstance(v, str) else v
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def settings_differ(runs: list[dict]) -> list[str]:
+    """The settings fields whose values are not the same in every run (flattened, e.g. "timer.min_run_s")."""
+    flats = [_flat(KINDS[r["kind"]].settings(r["data"])) for r in runs]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+
+
+def _env(run) -> dict:
+    return run["data"].get("environment", {}) or {}
+
+
+def environment_differs(runs: list[dict]) -> list[str]:
+    """The environment fields (flattened: "threads", "frameworks.torch.torch", ...) that differ between runs."""
+    flats = [_flat(_env(r)) for r in runs]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+
+
+def _label_of(env: dict, fields: list[str]) -> str:
+    flat = _flat(env)
+    parts = [f"{k} {flat.get(k)}" for k in fields if k in flat]
+    return "; ".join(parts) if parts else "same environment"
+
+
+def run_label(index: int) -> str:
+    """The label of the index-th DIR: A, B, ..., Z, then D27, D28, ..."""
+    return string.ascii_uppercase[index] if index < 26 else f"D{index + 1}"
+
+
+def merge(dirs) -> dict:
+    """Find the runs in every DIR, group them (kind, path inside DIR), check their settings and set them side
+    by side; a run's label is its DIR's letter (A for the first DIR). Returns {"runs": [{label, dir, kind, rel,
+    file, environment, differs}], "groups": [{kind, rel, runs (labels),
+    settings, environment_differs, rows: [{key..., label: {field: value}}], differ: row count}], "single": groups
+    found in one DIR only}.
+
+    Raises ValueError, before anything is written: fewer than two DIRs or one given twice; a DIR that is missing
+    or holds no results; a group whose runs' experiment settings differ (one message naming the kind, the fields and each run's value); no group found in
+    two or more DIRs (nothing to set side by side).
+    """
+    if len(dirs) < 2:
+        raise ValueError(f"merge: {len(dirs)} folder given; expected two or more results folders")
+    resolved = [Path(d).resolve() for d in dirs]
+    twice = sorted({str(d) for d, r in zip(dirs, resolved) if resolved.count(r) > 1})
+    if twice:
+        raise ValueError(f"merge: {', '.join(twice)} given twice; expected each results folder once")
+    groups = {}
+    for i, d in enumerate(dirs):
+        for r in find_runs(d):
+            r["dir"] = str(d)
+            r["index"] = i
+            groups.setdefault((r["kind"], r["rel"]), []).append(r)
+    problems = []
+    for (kind, rel), runs in groups.items():
+        if len(runs) < 2:
+            continue
+        fields = settings_differ(runs)
+        if fields:
+            flats = [_flat(KINDS[kind].settings(r["data"])) for r in runs]
+            shown = "; ".join(f"{k} (" + ", ".join(f"{r['dir']}: {_short(f.get(k))}" for r, f in zip(runs, flats))
+                              + ")" for k in fields[:6])
+            more = f" and {len(fields) - 6} more" if len(fields) > 6 else ""
+            where = "" if rel == "." else f" in {rel}"
+            problems.append(f"{kind} runs{where} differ in experiment settings {', '.join(fields)}: {shown}{more}")
+    if problems:
+        raise ValueError("; ".join(problems) + "; merge sets side by side only runs of the same experiment")
+    joined = {k: v for k, v in groups.items() if len(v) >= 2}
+    if not joined:
+        found = ", ".join(f"{k} ({r}) in {v[0]['dir']}" for (k, r), v in groups.items())
+        raise ValueError(f"merge: no results found in two or more of the folders (found: {found}); expected the "
+                         "same command's results from each machine")
+    out_runs, out_groups = [], []
+    for (kind, rel), runs in joined.items():
+        env_fields = environment_differs(runs)
+        labels = []
+        for r in runs:
+            label = run_label(r["index"])
+            labels.append(label)
+            out_runs.append({"label": label, "dir": r["dir"], "kind": kind, "rel": rel, "file": str(r["path"]),
+                             "environment": _env(r), "differs": _label_of(_env(r), env_fields)})
+        out_groups.append(_side_by_side(kind, rel, runs, labels, env_fields))
+    single = [{"kind": k, "rel": r, "dir": v[0]["dir"]} for (k, r), v in groups.items() if len(v) < 2]
+    return {"runs": out_runs, "groups": out_groups, "single": single}
+
+
+def _side_by_side(kind: str, rel: str, runs: list, labels: list, env_fields: list) -> dict:
+    k = KINDS[kind]
+    table = {}
+    for label, r in zip(labels, runs):
+        for row in k.rows(r["data"]):
+            key = tuple(row.get(f) for f in k.key)
+            entry = table.setdefault(key, {**{f: row.get(f) for f in k.key}, "runs": {}})
+            entry["runs"][label] = {f: row.get(f) for f, _, _ in k.values}
+    rows = list(table.values())
+    for row in rows:
+        vals = [json.dumps(row["runs"].get(lab), sort_keys=True) for lab in labels]
+        row["differs"] = len(set(vals)) > 1
+    rows.sort(key=lambda r: not r["differs"])  # stable: the rows where the runs differ first
+    return {"kind": kind, "rel": rel, "runs": labels, "settings": KINDS[kind].settings(runs[0]["data"]),
+            "environment_differs": env_fields, "rows": rows, "differ": sum(r["differs"] for r in rows)}
+
+
+def _cell(kind, field, fmt_fn, row, label, first):
+    v = row["runs"].get(label, {}).get(field)
+    text = "—" if label not in row["runs"] else fmt_fn(v)
+    if kind == "bench" and field == "median_s" and label != first and isinstance(v, float):
+        base = row["runs"].get(first, {}).get(field)
+        if isinstance(base, float) and base > 0:
+            text += f" (×{v / base:.2f})"
+    return text
+
+
+def _machine(env: dict) -> str:
+    return f"{env.get('cpu', '—')}, {env.get('cores', '—')} cores, {env.get('platform', '—')}"
+
+
+def markdown(merged: dict) -> str:
+    """The merge report as Markdown."""
+    out = ["# gelulab merge: results side by side\n"]
+    out.append("## Runs\n")
+    out.append(markdown_table(
+        ["run", "kind", "folder", "device", "machine", "threads", "what differs from the other runs"],
+        [[r["label"], r["kind"] + ("" if r["rel"] == "." else f" ({r['rel']})"), r["file"],
+          r["environment"].get("device", "—"),
+          _machine(r["environment"]), r["environment"].get("threads", "—"), r["differs"]]
+         for r in merged["runs"]]))
+    out.append("\nVersions per run (python, numpy, frameworks):\n")
+    for r in merged["runs"]:
+        env = r["environment"]
+        fw = "; ".join(f"{b}: " + ", ".join(f"{k} {v}" for k, v in vs.items())
+                       for b, vs in (env.get("frameworks") or {}).items())
+        out.append(f"- {r['label']}: python {env.get('python', '—')}, numpy {env.get('numpy', '—')}"
+                   + (f"; {fw}" if fw else ""))
+    out.append("")
+    for g in merged["groups"]:
+        k = KINDS[g["kind"]]
+        title = g["kind"] + ("" if g["rel"] == "." else f" ({g['rel']})")
+        out.append(f"## {title}: runs {', '.join(g['runs'])}\n")
+        out.append(f"{k.description}. Experiment settings equal in every run; environments differ in: "
+                   f"{', '.join(g['environment_differs']) or 'nothing recorded'}. {g['differ']} of {len(g['rows'])} "
+                   "rows differ between the runs (listed first).\n")
+        head = list(k.key) + [f"{h} {lab}" for _, h, _ in k.values for lab in g["runs"]] + ["differs"]
+        first = g["runs"][0]
+        body = [[r[f] for f in k.key] + [_cell(g["kind"], f, fmt_fn, r, lab, first) for f, _, fmt_fn in k.values
+                                          for lab in g["runs"]] + ["yes" if r["differs"] else ""] for r in g["rows"]]
+        out.append(markdown_table(head, body))
+    for s in merged["single"]:
+        out.append(f"- {s['kind']} ({s['rel']}) only in {s['dir']}: nothing to set beside it.")
+    return "\n".join(out) + "\n"
+
+
+def run(args) -> int:
+    """`gelulab merge`: write merge.md and merge.json into --out; returns 0. Raises ValueError (exit 2, one
+    line) for a missing folder, runs of different settings, or nothing to merge, before anything is written."""
+    merged = merge(args.dirs)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    text = markdown(merged)
+    atomic_write_text(out / "merge.md", text)
+    write_json(out / "merge.json", merged)
+    for g in merged["groups"]:
+        print(f"{g['kind']} ({g['rel']}): runs {', '.join(g['runs'])}, {len(g['rows'])} rows, {g['differ']} differ; "
+              f"environments differ in {', '.join(g['environment_differs']) or 'nothing recorded'}")
+    print(f"wrote {out / 'merge.md'}, {out / 'merge.json'}")
+    return 0

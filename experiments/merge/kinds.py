@@ -1,0 +1,163 @@
+"""The result folders `gelulab merge` understands: how to recognise each, its experiment settings, and its rows.
+
+KINDS maps a kind to a `Kind`: the results file it writes, a test that a loaded file is of that kind, the
+experiment settings (what must be equal for two runs to be set side by side: a learning rate, a grid, the
+parity filters and tolerances), the rows (one dict per measured thing, keyed by the columns of `key`) and the
+values shown per run. The place to add a command's results to `gelulab merge`.
+
+  parity  parity.json (experiments/parity/command.py): per backend x impl x activation x dtype x mode x order,
+          the largest ULP error over the input regions and the regions beyond tolerance
+  bench   bench.json (benchmarks/activations.py): per cell, the median seconds per call and elements/s
+  moons   results.json with config and runs (experiments/moons/study.py): per backend x regime x arm, test
+          accuracy and loss; per GELU form, the paired difference to ReLU and its verdict
+  grid    grid.json (experiments/moons/grid_study.py): per cell x backend x regime x GELU form x metric, the
+          paired difference to ReLU and its verdict
+  swap    swap.json (experiments/swap/command.py): per backend x activation x stage, the embedding cosines
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of results folder. file: the results file's name; detect(data) -> bool; settings(data) ->
+    {field: value} (equal across merged runs); rows(data) -> [dict]; key: the row fields that identify a row;
+    values: [(field, heading, format)] shown per run; description: what the rows are."""
+
+    name: str
+    file: str
+    detect: Callable[[dict], bool]
+    settings: Callable[[dict], dict]
+    rows: Callable[[dict], list]
+    key: tuple
+    values: tuple
+    description: str
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _f(digits):
+    return lambda v: "—" if v is None else (f"{v:.{digits}g}" if isinstance(v, float) else str(v))
+
+
+def _pct(v):
+    return "—" if v is None else f"{100 * v:.2f}"
+
+
+# ------------------------------------------------------------------------------------------------- parity
+
+
+def _parity_settings(d: dict) -> dict:
+    cells = d.get("cells", [])
+    return {
+        "impls": sorted({c["impl"] for c in cells}), "activations": sorted({c["activation"] for c in cells}),
+        "dtypes": sorted({c["dtype"] for c in cells}), "modes": sorted({c["mode"] for c in cells}),
+        "orders": sorted({c["order"] for c in cells}), "regions": sorted({c["region"] for c in cells}),
+        "tolerances": d.get("tolerances"),
+    }
+
+
+def _parity_rows(d: dict) -> list:
+    rows = {}
+    for c in d.get("cells", []):
+        k = (c["backend"], c["impl"], c["activation"], c["dtype"], c["mode"], c["order"])
+        r = rows.setdefault(k, {"backend": k[0], "impl": k[1], "activation": k[2], "dtype": k[3], "mode": k[4],
+                                "order": k[5], "max_ulp": None, "beyond": 0, "regions": 0})
+        r["regions"] += 1
+        u = _num(c.get("max_ulp"))
+        if u is not None:
+            r["max_ulp"] = u if r["max_ulp"] is None else max(r["max_ulp"], u)
+        r["beyond"] += not c.get("passed", True)
+    return list(rows.values())
+
+
+# -------------------------------------------------------------------------------------------------- bench
+
+
+def _bench_settings(d: dict) -> dict:
+    grid = {k: v for k, v in d.get("grid", {}).items() if k not in ("backends", "devices")}
+    return {**{f"grid.{k}": v for k, v in grid.items()}, **{f"timer.{k}": v for k, v in d.get("timer", {}).items()}}
+
+
+def _bench_rows(d: dict) -> list:
+    keys = ("backend", "mode", "activation", "impl", "direction", "dtype", "size")
+    return [{**{k: c.get(k) for k in keys}, "median_s": _num(c.get("median_s")),
+             "elements_per_s": _num(c.get("elements_per_s"))} for c in d.get("cells", []) if c.get("status") == "ok"]
+
+
+# -------------------------------------------------------------------------------------------------- moons
+
+
+def _moons_settings(d: dict) -> dict:
+    return dict(d.get("config", {}))
+
+
+def _moons_rows(d: dict) -> list:
+    rows = []
+    for s in d.get("summary", []):
+        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test acc %",
+                     "value": _num(s["test_acc"]["mean"]), "verdict": ""})
+        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test loss",
+                     "value": _num(s["test_loss"]["mean"]), "verdict": ""})
+    for p in d.get("paired", []):
+        rows.append({"backend": p["backend"], "regime": p["regime"], "arm": p["arm"],
+                     "measure": f"{p['metric']} − relu", "value": _num(p["mean_diff"]), "verdict": p.get("kind", "")})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------- grid
+
+
+def _grid_settings(d: dict) -> dict:
+    spec = d.get("spec", {})
+    return {"axes": spec.get("axes"), "base": spec.get("base"), "heatmap": spec.get("heatmap")}
+
+
+def _grid_rows(d: dict) -> list:
+    return [{"cell": c["cell"], "backend": c["backend"], "regime": c["regime"], "arm": c["arm"],
+             "metric": c["metric"], "mean_diff": _num(c["mean_diff"]), "kind": c.get("kind", "")}
+            for c in d.get("analysis", {}).get("comparisons", [])]
+
+
+# --------------------------------------------------------------------------------------------------- swap
+
+_SWAP_WHERE = ("out", "backends", "pairs")  # where the run ran and what it wrote, not what it measured
+
+
+def _swap_settings(d: dict) -> dict:
+    s = {k: v for k, v in d.get("settings", {}).items() if k not in _SWAP_WHERE}
+    return {**s, "model.sha256": d.get("model", {}).get("sha256"), "pairs": d.get("pairs")}
+
+
+def _swap_rows(d: dict) -> list:
+    return [{"backend": r["backend"], "activation": r["activation"], "stage": r["stage"],
+             "cos_mean": _num(r.get("cos_mean")), "cos_worst": _num(r.get("cos_worst"))} for r in d.get("rows", [])]
+
+
+KINDS = {k.name: k for k in (
+    Kind("parity", "parity.json", lambda d: "cells" in d and "tolerances" in d, _parity_settings, _parity_rows,
+         ("backend", "impl", "activation", "dtype", "mode", "order"),
+         (("max_ulp", "max ULP", _f(3)), ("beyond", "regions beyond tolerance", _f(3))),
+         "largest ULP error over the input regions, and how many regions are beyond tolerance"),
+    Kind("bench", "bench.json", lambda d: "cells" in d and "timer" in d, _bench_settings, _bench_rows,
+         ("backend", "mode", "activation", "impl", "direction", "dtype", "size"),
+         (("median_s", "median s per call", _f(3)),),
+         "median seconds per call (lower is faster); the ratio to the first run beside it"),
+    Kind("moons", "results.json", lambda d: "config" in d and "runs" in d, _moons_settings, _moons_rows,
+         ("backend", "regime", "arm", "measure"), (("value", "value", _f(4)), ("verdict", "verdict", str)),
+         "mean test accuracy and loss per arm; the paired difference of each GELU form to ReLU and its verdict"),
+    Kind("grid", "grid.json", lambda d: "spec" in d and "analysis" in d, _grid_settings, _grid_rows,
+         ("cell", "backend", "regime", "arm", "metric"), (("mean_diff", "GELU − ReLU", _f(3)),
+                                                          ("kind", "verdict", str)),
+         "per cell, the paired difference GELU form − ReLU and its verdict (BH-adjusted within each run)"),
+    Kind("swap", "swap.json", lambda d: "rows" in d and "model" in d, _swap_settings, _swap_rows,
+         ("backend", "activation", "stage"), (("cos_mean", "mean cosine", _f(6)), ("cos_worst", "worst cosine",
+                                                                                  _f(6))),
+         "mean and worst token cosine of each swapped (or fine-tuned) model to the original"),
+)}
+FILES = {k.file for k in KINDS.values()}

@@ -1,0 +1,115 @@
+"""`gelulab merge`: two parity runs made here with GELULAB_THREADS=1 and 2 set side by side, two bench runs with
+their ratios, and two moons runs of different learning rates refused with the field named (exit 2)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gelulab import cli as gelulab
+from gelulab.backends import selected_backends
+from gelulab.experiments.moons import study as S
+
+PARITY = ["parity", "--backend", "numpy", "--activation", "gelu_none,relu", "--dtype", "float32", "--mode", "eager",
+          "--order", "0", "--no-plots"]
+
+
+def _gelulab(argv, threads: int) -> subprocess.CompletedProcess:
+    """The command in a fresh process (thread counts apply when a framework is loaded, once per process)."""
+    env = {**os.environ, "GELULAB_THREADS": str(threads)}
+    return subprocess.run([sys.executable, "-m", "gelulab", *argv], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def parity_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parity")
+    for threads in (1, 2):
+        done = _gelulab([*PARITY, "--out", str(root / f"t{threads}" / "parity")], threads)
+        assert done.returncode == 0, done.stderr
+    return root
+
+
+def test_merge_sets_two_parity_runs_side_by_side(parity_runs, tmp_path, capsys):
+    a, b = parity_runs / "t1", parity_runs / "t2"  # folders holding parity/, as a machine's results/ does
+    assert gelulab.main(["merge", str(a), str(b), "--out", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "merge.json").read_text())
+    text = (tmp_path / "m" / "merge.md").read_text()
+    assert [r["label"] for r in merged["runs"]] == ["A", "B"]
+    assert [r["environment"]["threads"] for r in merged["runs"]] == [1, 2]
+    (group,) = merged["groups"]
+    assert (group["kind"], group["rel"], group["runs"]) == ("parity", "parity", ["A", "B"])
+    assert "threads" in group["environment_differs"] and "threads 1" in text and "threads 2" in text
+    # every row of the report is the parity.json cells of each run: the largest ULP error over the regions
+    for label, folder in (("A", a), ("B", b)):
+        cells = json.loads((folder / "parity" / "parity.json").read_text())["cells"]
+        for row in group["rows"]:
+            mine = [c for c in cells if (c["backend"], c["impl"], c["activation"], c["dtype"], c["mode"],
+                                         c["order"]) == tuple(row[k] for k in ("backend", "impl", "activation",
+                                                                               "dtype", "mode", "order"))]
+            finite = [c["max_ulp"] for c in mine if isinstance(c["max_ulp"], (int, float))]  # "nan": special values
+            assert row["runs"][label]["max_ulp"] == max(finite)
+            assert row["runs"][label]["beyond"] == sum(not c["passed"] for c in mine)
+    assert len(group["rows"]) == 2 * 2  # relu and gelu_none x formula and builtin (numpy)
+    assert "| max ULP A | max ULP B |" in text
+    assert "parity (parity): runs A, B" in capsys.readouterr().out
+
+
+def test_merge_bench_runs_gives_ratios(tmp_path):
+    argv = ["bench", "--quick", "--backend", "numpy", "--size", "1e3", "--dtype", "float32", "--no-train-step",
+            "--no-plots"]
+    for threads in (1, 2):
+        done = _gelulab([*argv, "--out", str(tmp_path / f"b{threads}")], threads)
+        assert done.returncode == 0, done.stderr
+    assert gelulab.main(["merge", str(tmp_path / "b1"), str(tmp_path / "b2"), "--out", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "merge.json").read_text())
+    (group,) = merged["groups"]
+    cells = {tuple(c[k] for k in ("activation", "impl", "direction")): c["median_s"]
+             for c in json.loads((tmp_path / "b2" / "bench.json").read_text())["cells"]}
+    row = group["rows"][0]
+    assert row["runs"]["B"]["median_s"] == cells[(row["activation"], row["impl"], row["direction"])]
+    ratio = row["runs"]["B"]["median_s"] / row["runs"]["A"]["median_s"]
+    assert f"(×{ratio:.2f})" in (tmp_path / "m" / "merge.md").read_text()
+
+
+@pytest.mark.slow
+def test_merge_refuses_moons_runs_of_different_learning_rates(tmp_path, capsys):
+    names, _ = S.check_backends(selected_backends())
+    if not names:
+        pytest.skip("no selected backend can train (numpy has no autodiff)")
+    small = ["--backends", names[0], "--seeds", "2", "--samples", "100", "--epochs", "2", "--arms", "relu,gelu_none",
+             "--compare-dtype", "none", "--no-progress"]
+    for lr in ("0.001", "0.01"):
+        assert gelulab.main(["moons", *small, "--lr", lr, "--out", str(tmp_path / f"lr{lr}")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "m"
+    assert gelulab.main(["merge", str(tmp_path / "lr0.001"), str(tmp_path / "lr0.01"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "moons runs differ in experiment settings lr" in err
+    assert "0.001" in err and "0.01" in err and not out.exists()
+    # the same settings merge (here: the same folder's copy)
+    import shutil
+
+    shutil.copytree(tmp_path / "lr0.01", tmp_path / "again")
+    assert gelulab.main(["merge", str(tmp_path / "lr0.01"), str(tmp_path / "again"), "--out", str(out)]) == 0
+    (group,) = json.loads((out / "merge.json").read_text())["groups"]
+    assert group["kind"] == "moons" and group["differ"] == 0
+
+
+@pytest.mark.parametrize("dirs,message", [
+    (["only"], "two or more"),
+    (["missing", "also-missing"], "not a folder"),
+    (["empty", "empty2"], "holds no results"),
+    (["p", "p"], "given twice"),
+])
+def test_merge_bad_folders_are_one_line_exit_2(tmp_path, capsys, monkeypatch, dirs, message):
+    monkeypatch.chdir(tmp_path)
+    for d in ("only", "empty", "empty2", "p"):
+        Path(d).mkdir()
+    assert gelulab.main(["merge", *dirs, "--out", "m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and not Path("m").exists()
