@@ -46,6 +46,7 @@ from gelulab.backends import (
     reproducible,
     selected_backends,
 )
+from gelulab.core import config as gconfig
 from gelulab.core.config import threads as env_threads
 from gelulab.core.output import Interrupted, check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
