@@ -16,6 +16,7 @@ from sklearn.datasets import make_circles
 
 from gelulab import cli as gelulab
 from gelulab.backends import selected_backends
+from gelulab.core import stats
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import grid as G
 from gelulab.experiments.moons import grid_report as R
@@ -164,7 +165,8 @@ def test_paired_differences_and_bh_against_scipy():
                      if (r["backend"], r["arm"]) == (c["backend"], "relu")]
                 t = sps.ttest_rel(a, b)
                 assert c["mean_diff"] == pytest.approx(np.mean(np.subtract(a, b)), abs=1e-15)
-                assert (c["ci_low"], c["ci_high"]) == pytest.approx(tuple(t.confidence_interval()), abs=1e-12)
+                assert (c["t_ci_low"], c["t_ci_high"]) == pytest.approx(tuple(t.confidence_interval()), abs=1e-12)
+                assert c["ci_low"] <= c["mean_diff"] <= c["ci_high"]  # the bootstrap interval holds the mean
                 assert c["t_p"] == pytest.approx(t.pvalue, rel=1e-12)
                 assert c["w_p"] == pytest.approx(sps.wilcoxon(a, b).pvalue, rel=1e-12)
                 raw_w.append(c["w_p"])
@@ -214,7 +216,9 @@ def test_heatmap_squares_facets_and_marginalised_axes():
 
     a, b = per_seed("gelu_none"), per_seed("relu")
     assert sq["mean_diff"] == pytest.approx(np.mean(a - b), abs=1e-15)
-    assert (sq["ci_low"], sq["ci_high"]) == pytest.approx(tuple(sps.ttest_rel(a, b).confidence_interval()), abs=1e-12)
+    boot = sps.bootstrap((a - b,), np.mean, n_resamples=stats.BOOTSTRAP_RESAMPLES, method="BCa",
+                         rng=np.random.default_rng(stats.BOOTSTRAP_SEED)).confidence_interval
+    assert (sq["ci_low"], sq["ci_high"]) == pytest.approx((boot.low, boot.high), abs=1e-12)
     # without the noise axis every square is one cell, with that cell's own (grid-wide BH) verdict
     spec2 = _small_spec(width=[16, 32, 64], dataset=["moons", "circles"])
     cells2 = spec2.cells()
