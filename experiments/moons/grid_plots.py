@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, BASELINE
 from gelulab.experiments.moons.grid import AXIS_LABELS
 
-ARM_COLORS = {"relu": "#444444", "gelu_none": "#d95f02", "gelu_tanh": "#1b9e77", "gelu_sigmoid": "#7570b3"}
 
 
 def _plt():
@@ -110,7 +109,7 @@ def plot_most_different(results: dict, path) -> Path | None:
     fig, axes = plt.subplots(1, len(ids), figsize=(4.2 * len(ids), 3.8), squeeze=False)
     for ax, cid in zip(axes[0], ids):
         dtype = cells[cid]["config"]["dtype"]
-        for a in ("relu", arm):
+        for a in (BASELINE, arm):
             rs = [r for r in results["runs"][cid] if (r["arm"], r["backend"], r["regime"], r["dtype"]) ==
                   (a, backend, regime, dtype)]
             for key, style in (("train_loss", "-"), ("val_loss", "--")):
@@ -120,9 +119,9 @@ def plot_most_different(results: dict, path) -> Path | None:
                 e = np.arange(1, c.shape[1] + 1)
                 mean = c.mean(axis=0)
                 sd = c.std(axis=0, ddof=1) if len(c) > 1 else np.zeros_like(mean)
-                ax.plot(e, mean, style, color=ARM_COLORS.get(a, "k"), lw=1.5,
+                ax.plot(e, mean, style, color=ACTIVATIONS[a].color, lw=1.5,
                         label=f"{ACTIVATIONS[a].label} {'train' if key == 'train_loss' else 'validation'}")
-                ax.fill_between(e, np.maximum(mean - sd, 1e-4), mean + sd, color=ARM_COLORS.get(a, "k"), alpha=0.15,
+                ax.fill_between(e, np.maximum(mean - sd, 1e-4), mean + sd, color=ACTIVATIONS[a].color, alpha=0.15,
                                 lw=0)
         acc, loss = comps.get((cid, "test_acc")), comps.get((cid, "test_loss"))
         where = ", ".join(f"{AXIS_LABELS[k]} {_v(cells[cid]['coords'][k])}" for k in varied) or cid

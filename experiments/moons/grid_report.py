@@ -31,11 +31,10 @@ from itertools import product
 import numpy as np
 
 from gelulab.core import stats
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
 from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.grid import AXIS_LABELS
 
-BASELINE = "relu"
 METRICS = (("test_acc", "test accuracy", True), ("test_loss", "test loss", False))
 MAX_FACETS = 16
 N_MOST_DIFFERENT = 4
@@ -47,9 +46,9 @@ def _label(arm: str) -> str:
 
 
 def gelu_arms(arms) -> list[str]:
-    """The non-baseline arms, exact GELU (gelu_none) first, then the others in catalogue order."""
+    """The non-baseline arms, the catalogue's headline arm (exact GELU) first, then the others in catalogue order."""
     others = [a for a in ACTIVATIONS if a in arms and a != BASELINE]
-    return sorted(others, key=lambda a: (a != "gelu_none", list(ACTIVATIONS).index(a)))
+    return sorted(others, key=lambda a: (a not in HEADLINE, list(ACTIVATIONS).index(a)))
 
 
 def _values(runs_by_cell, cells):
@@ -198,7 +197,7 @@ def significant_rows(comparisons, varied) -> list[dict]:
         out.append({**first, "where": {a: first["coords"][a] for a in varied},
                     "backends": [r["backend"] for r in rows], "gelu_better": better})
     order = {m: i for i, (m, _, _) in enumerate(METRICS)}
-    out.sort(key=lambda r: (order[r["metric"]], list(ACTIVATIONS).index(r["arm"]) if r["arm"] != "gelu_none" else -1,
+    out.sort(key=lambda r: (order[r["metric"]], list(ACTIVATIONS).index(r["arm"]) if r["arm"] not in HEADLINE else -1,
                             max(r["w_p_bh"], r["t_p_bh"])))
     return out
 
