@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from gelulab.backends import installed_backends, selected_backends
+from gelulab.backends import BACKEND_NAMES, installed_backends, selected_backends
 from gelulab.core import config as gconfig
 from gelulab.core.report import atomic_write_text, cpu_model, environment, write_json
 from gelulab.experiments.moons import executors
@@ -57,7 +57,7 @@ def train_cell(cfg_dict: dict, groups_by_backend: dict, grid_backends: tuple) ->
         importlib.import_module("gelulab.backends.torch.activations")
     with tempfile.TemporaryDirectory(prefix="gelulab-cell-") as tmp:
         timing = {b: S.train_groups(b, cfg_dict, tmp, groups_by_backend[b])
-                  for b in gconfig.BACKEND_NAMES if b in groups_by_backend}
+                  for b in BACKEND_NAMES if b in groups_by_backend}
         files = {p.relative_to(tmp).as_posix(): p.read_text() for p in sorted(Path(tmp).rglob("*.json"))}
     return {"files": files, "timing": timing,
             "host": {"node": platform.node(), "cpu": cpu_model(), "pid": os.getpid()}}
