@@ -46,7 +46,7 @@ SMALLEST_NORMAL = 2.0**-126
 X_TIE = float.fromhex("0x1.fffffep-126")  # the float32 0x00FFFFFF: x/2 is a tie, f(x) rounds up to 2^-126
 TWO_M64 = 2.0**-64
 SCALED_TIE = float.fromhex("0x1.fffffep-63")  # (1 - 2^-24) 2^-62: the scaled result just below 2^-126 * 2^64
-C1 = float.fromhex("0x1.988454p-2")  # 1/sqrt(2 pi) rounded to float32 (second derivatives only)
+C1_HI, C1_LO = float.fromhex("0x1.988454p-2"), float.fromhex("-0x1.857936p-27")  # 1/sqrt(2 pi) = hi + lo
 
 # clamp points: beyond A_MAX[key][order], f(-a) (resp. f'(-a), f''(a)) rounds to -0 and f(a) = a (f'(a) = 1)
 A_MAX = {"gelu_none": (14.5, 14.7, 14.7)}
@@ -102,7 +102,7 @@ def _prod3(xp, f_hi, f_lo, p_hi, p_lo, e_hi, e_lo, f_lo2=0.0):
     er = (e_hi - e8) + e_lo
     fp8 = f8 * p8
     head = fp8 * e8
-    cross = fr * (p_hi * e_f) + f8 * (pr * e_f) + fp8 * er
+    cross = fr * ((p_hi + p_lo) * e_f) + f8 * (pr * e_f) + fp8 * er
     s = head + cross
     s_lo = (head - s) + cross
     return s, s_lo
@@ -188,17 +188,23 @@ def gelu_none_d1(xp, x):
 
 
 def gelu_none_d2(xp, x):
-    """d2/dx2 x Phi(x) = phi(x) (2 - x^2) in float32 (within a few ULP), even in x."""
+    """d2/dx2 x Phi(x) = phi(x) (2 - x^2) in float32, even in x; 2 - x^2 is formed exactly from the 12-bit halves
+    of |x| (so the zeros at +-sqrt 2 keep their relative accuracy) and multiplied like the other kernels."""
     a = xp.abs(x)
     amax = A_MAX["gelu_none"][2]
     ac = xp.where(a > amax, amax, a)
-    s_hi, s_lo = _a2(xp, ac)
-    n, e_hi, e_lo = exp_neg(xp, s_hi, s_lo)
-    g = (2.0 - (s_hi + s_hi)) - (s_lo + s_lo)
-    v = (C1 * (e_hi + e_lo)) * g
-    scale = xp.pow2(64.0 - n)
-    y = (v * scale) * TWO_M64
-    return xp.where(a > amax, 0.0, y)
+    ah = xp.keep_bits(ac, 12)
+    al = ac - ah
+    sq = ah * ah  # exact
+    cross = (ah + ah) * al  # exact
+    n, e_hi, e_lo = exp_neg(xp, 0.5 * sq, 0.5 * (cross + al * al))
+    g1 = 2.0 - sq  # exact where a^2 is in [1, 4]
+    g_hi = g1 - cross
+    bb = g_hi - g1
+    g_lo = ((g1 - (g_hi - bb)) + (-cross - bb)) - al * al  # TwoSum remainder, minus al^2
+    s, s_lo = _prod3(xp, C1_HI, C1_LO, g_hi, g_lo, e_hi, e_lo)
+    t_hi, _ = _scaled(xp, s, s_lo, n)
+    return xp.where(a > amax, 0.0, t_hi)
 
 
 KERNELS = {
