@@ -6,10 +6,17 @@ constant term up, CENTER is the shift of the variable, P0_LO the low part of the
 comments give the fit's domain and max relative error (float32 coefficients, evaluated in float64).
 """
 
+SILU_A0_HI = float.fromhex('0x1.4749740000000p+0')  # 1.2784645557403564
+SILU_A0_LO = float.fromhex('-0x1.bdf6fa0000000p-27')  # -1.2979282537628478e-08
+GELU_SIGMOID_A0_HI = float.fromhex('0x1.80974a0000000p-1')  # 0.7511542439460754
+GELU_SIGMOID_A0_LO = float.fromhex('0x1.8af8f80000000p-27')  # 1.1495213669832083e-08
+GELU_TANH_A0_HI = float.fromhex('0x1.8142a00000000p-1')  # 0.7524614334106445
+GELU_TANH_A0_LO = float.fromhex('-0x1.85a06c0000000p-27')  # -1.1339627903339533e-08
 GELU_A0_HI = float.fromhex('0x1.80ead20000000p-1')  # 0.7517915368080139
 GELU_A0_LO = float.fromhex('-0x1.a03fd40000000p-27')  # -1.211444988769017e-08
 GELU_SPLIT_VALUE = float.fromhex('0x1.0000000000000p+1')  # 2.0
 GELU_SPLIT_D1 = float.fromhex('0x1.0000000000000p+1')  # 2.0
+SIGMA_WINDOW = float.fromhex('0x1.0000000000000p-4')  # 0.0625
 
 COEFFS = {
     # EXP_Q: {'p0_lo': 2.463139203712217e-08, 'max_abs_err_r2q': 2.265966145978791e-10, 'r_range': (-0.42, 0.42)}
@@ -18,6 +25,12 @@ COEFFS = {
     'GELU_K': (float.fromhex('0x1.c137520000000p-2'), float.fromhex('-0x1.453ae40000000p-5'), float.fromhex('0x1.ba4cd80000000p-5'), float.fromhex('-0x1.f2ea1c0000000p-7'), float.fromhex('0x1.8805740000000p-8'), float.fromhex('-0x1.f309c20000000p-10'), float.fromhex('0x1.35c7cc0000000p-11'), float.fromhex('-0x1.6c507a0000000p-13'), float.fromhex('0x1.a194660000000p-15'), float.fromhex('-0x1.a02daa0000000p-17'), float.fromhex('0x1.d861d60000000p-20'), float.fromhex('0x0.0p+0'),),
     # GELU_W: {'var': 'inv', 'center': 0.32758620381355286, 'p0_lo': -1.3067062099025861e-08, 'max_rel_err': 3.351106886160372e-10, 'tail_ratio': 0.08709800429349028, 'horner_cond': 0.2063051620358542, 'variable_sensitivity': 0.25356867526025334, 'a_range': (2.0, 14.5)}
     'GELU_W': (float.fromhex('0x1.76422c0000000p-2'), float.fromhex('-0x1.4fe8440000000p-3'), float.fromhex('-0x1.25553c0000000p-4'), float.fromhex('0x1.156ebe0000000p-2'), float.fromhex('-0x1.4ea31c0000000p-2'), float.fromhex('0x1.eda7aa0000000p-4'), float.fromhex('0x1.a304240000000p-2'), float.fromhex('-0x1.2117c20000000p+0'), float.fromhex('0x1.b87c820000000p+0'), float.fromhex('-0x1.c9c7cc0000000p+0'), float.fromhex('-0x1.9976c60000000p+1'), float.fromhex('0x1.e3eeb20000000p+3'),),
+    # SILU_J2: {'var': 'd', 'p0_lo': 1.2979231911458555e-08, 'max_rel_err': 1.1700182673635728e-10, 'horner_cond': 0.013950458747761003, 'd_range': (-0.0625, 0.0625)}
+    'SILU_J2': (float.fromhex('-0x1.4749740000000p+0'), float.fromhex('0x1.1d25ce0000000p-3'), float.fromhex('-0x1.7c32680000000p-5'), float.fromhex('0x1.7c56440000000p-7'), float.fromhex('-0x1.3049de0000000p-9'),),
+    # GELU_SIGMOID_J2: {'var': 'd', 'p0_lo': 6.071253011441513e-08, 'max_rel_err': 3.2596518052620293e-10, 'horner_cond': 0.024156313569538772, 'd_range': (-0.0625, 0.0625)}
+    'GELU_SIGMOID_J2': (float.fromhex('-0x1.16856c0000000p+1'), float.fromhex('0x1.9d022a0000000p-2'), float.fromhex('-0x1.d4a07e0000000p-3'), float.fromhex('0x1.8ef9860000000p-4'), float.fromhex('-0x1.0f9da40000000p-5'),),
+    # GELU_TANH_J2: {'var': 'd', 'p0_lo': 1.1668670651943103e-07, 'max_rel_err': 2.808735243526311e-10, 'horner_cond': 0.0069457463562712755, 'd_range': (-0.0625, 0.0625)}
+    'GELU_TANH_J2': (float.fromhex('-0x1.3af6ce0000000p+1'), float.fromhex('-0x1.993ce20000000p-4'), float.fromhex('-0x1.9a0ef20000000p-2'), float.fromhex('0x1.375af80000000p-4'), float.fromhex('-0x1.f3f5800000000p-6'),),
     # GELU_D2_LO: {'var': 'a', 'center': 0.800000011920929, 'p0_lo': 2.0459726357557884e-08, 'max_rel_err': 1.0712074418445741e-09, 'tail_ratio': 0.145357318192808, 'horner_cond': 0.37470506313157936, 'variable_sensitivity': 0.0, 'a_range': (0.0, 2.0)}
     'GELU_D2_LO': (float.fromhex('-0x1.2305ce0000000p-1'), float.fromhex('0x1.4d1d580000000p-4'), float.fromhex('-0x1.1b4ac80000000p-5'), float.fromhex('0x1.b5af280000000p-7'), float.fromhex('-0x1.3835160000000p-8'), float.fromhex('0x1.9ffb620000000p-10'), float.fromhex('-0x1.049ab20000000p-11'), float.fromhex('0x1.36da5e0000000p-13'), float.fromhex('-0x1.70024e0000000p-15'), float.fromhex('0x1.9b228a0000000p-17'), float.fromhex('-0x1.17af080000000p-19'),),
     # GELU_D2_HI: {'var': 'inv', 'center': 0.24081632494926453, 'p0_lo': 2.7717002026861337e-09, 'max_rel_err': 1.425986378342982e-09, 'tail_ratio': 0.09985475629220689, 'horner_cond': 0.2140260430110762, 'variable_sensitivity': 0.13613794082377595, 'a_range': (2.0, 14.7)}
@@ -33,6 +46,9 @@ P0_LO = {
     'EXP_Q': float.fromhex('0x1.a72a020000000p-26'),
     'GELU_K': float.fromhex('-0x1.bf57900000000p-29'),
     'GELU_W': float.fromhex('-0x1.c0fb180000000p-27'),
+    'SILU_J2': float.fromhex('0x1.bdf6880000000p-27'),
+    'GELU_SIGMOID_J2': float.fromhex('0x1.04c2220000000p-24'),
+    'GELU_TANH_J2': float.fromhex('0x1.f52a640000000p-24'),
     'GELU_D2_LO': float.fromhex('0x1.5f7ed40000000p-26'),
     'GELU_D2_HI': float.fromhex('0x1.7cf0880000000p-29'),
 }

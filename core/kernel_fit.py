@@ -144,6 +144,42 @@ def fit_exp_q(deg=5, r=0.42, n=400):
     return {"coeffs": coeffs, "p0_lo": p0_lo, "max_abs_err_r2q": err, "r_range": (-r, r)}
 
 
+# x sigma(z(x)) forms: z(a) and a z'(a) (exact decimals 1.702 and 0.044715, as the frameworks state them)
+_K = mpmath.mpf("1.702")
+_C = 2 * mpmath.sqrt(2 / mpmath.pi)
+_D = _C * mpmath.mpf("0.044715")
+SIGMA_FORMS = {
+    "silu": (lambda a: a, lambda a: a),
+    "gelu_sigmoid": (lambda a: _K * a, lambda a: _K * a),
+    "gelu_tanh": (lambda a: _C * a + _D * a**3, lambda a: _C * a + 3 * _D * a**3),
+}
+WINDOW = 0.0625  # |a - A0| below which f' uses the explicit root (A0: the root of J)
+
+
+def _j_function(key):
+    """J(a) = 1 + e^{-z(a)} - a z'(a): f'(-a) = e^{-z} J / (1 + e^{-z})^2 has the sign and the root of J."""
+    zf, wf = SIGMA_FORMS[key]
+    return lambda a: 1 + mpmath.exp(-zf(mpmath.mpf(a))) - wf(mpmath.mpf(a))
+
+
+def sigma_root(key) -> mpmath.mpf:
+    """A0 > 0 with J(A0) = 0: f'(-A0) = 0, the minimum of f at x = -A0."""
+    return mpmath.findroot(_j_function(key), 1.0)
+
+
+def fit_window(fun, h, n=300, tol=2.0**-30, max_degree=12):
+    """fun(d) (mpmath) on [-h, h] as a polynomial in d (constant term a float32 pair), smallest degree below tol."""
+    d = cheb_nodes(-h, h, n)
+    d = d[np.abs(d) > 1e-9]
+    y = np.array([float(fun(mpmath.mpf(v))) for v in d])
+    for deg in range(1, max_degree + 1):
+        coeffs, p0_lo, err = fit_rounded(d, y, deg, 1 / np.abs(y))
+        if err < tol:
+            break
+    return {"var": "d", "coeffs": coeffs, "p0_lo": p0_lo, "max_rel_err": err,
+            "horner_cond": float(np.max(horner_condition(coeffs, d))), "d_range": (-h, h)}
+
+
 SPLIT_VALUE = 2.0  # exact GELU value: K(a) = R(a) e^{a/2} in a below, W(a) = a R(a) in 1/a above
 SPLIT_D1 = 2.0  # exact GELU f': D2(a) in a below, in 1/a above
 
@@ -159,10 +195,17 @@ def main(out: Path | None = None) -> dict:
             a = a0 + mpmath.mpf("1e-12")
         return (_mp_R(a) - c1 * a) / (a - a0)
 
+    consts = {}
     fits = {"EXP_Q": fit_exp_q()}
     fits["GELU_K"] = fit_piece(lambda a: _mp_R(a) * mpmath.exp(a / 2), 0.0, SPLIT_VALUE, "a")
     fits["GELU_W"] = fit_piece(lambda a: a * _mp_R(a), SPLIT_VALUE, 14.5, "inv")
     pad_pair(fits["GELU_K"], fits["GELU_W"])
+    for key, (zf, wf) in SIGMA_FORMS.items():
+        root = sigma_root(key)
+        j = _j_function(key)
+        fits[f"{key.upper()}_J2"] = fit_window(lambda d, j=j, r=root: j(r + d) / d, WINDOW)
+        consts[f"{key.upper()}_A0_HI"] = _f32(root)
+        consts[f"{key.upper()}_A0_LO"] = _f32(root - _f32(root))
     fits["GELU_D2_LO"] = fit_piece(d2, 0.0, SPLIT_D1, "a")
     fits["GELU_D2_HI"] = fit_piece(d2, SPLIT_D1, 14.7, "inv")
     pad_pair(fits["GELU_D2_LO"], fits["GELU_D2_HI"])
@@ -170,7 +213,8 @@ def main(out: Path | None = None) -> dict:
         print(k, {kk: vv for kk, vv in v.items() if kk != "coeffs"}, "coefficients", len(v["coeffs"]))
     a0_hi = _f32(a0)
     a0_lo = _f32(a0 - a0_hi)
-    consts = {"GELU_A0_HI": a0_hi, "GELU_A0_LO": a0_lo, "GELU_SPLIT_VALUE": SPLIT_VALUE, "GELU_SPLIT_D1": SPLIT_D1}
+    consts.update({"GELU_A0_HI": a0_hi, "GELU_A0_LO": a0_lo, "GELU_SPLIT_VALUE": SPLIT_VALUE,
+                   "GELU_SPLIT_D1": SPLIT_D1, "SIGMA_WINDOW": WINDOW})
     text = _render(fits, consts)
     path = out or Path(__file__).with_name("kernel_coeffs.py")
     path.write_text(text)

@@ -3,7 +3,8 @@ within 1 ULP of the correctly rounded value wherever the result is a normal floa
 
 Written once over a backend's kernel namespace `xp` (backends/<name>/kernels.py): the array operators + - * /,
 comparisons, and `xp.where`, `xp.abs`, `xp.rint` (round half to even), `xp.keep_bits(x, b)` (x with only its b
-leading significant bits, by masking the low mantissa bits) and `xp.pow2(k)` (2**k from exponent bits). Inputs are
+leading significant bits, by masking the low mantissa bits), `xp.pow2(k)` (2**k from exponent bits) and
+`xp.bits_equal(x, c)` (x has the bit pattern of the float32 c). Inputs are
 float32 arrays (the backends widen bfloat16/float16 exactly and round the float32 result once); no float64 value is
 created anywhere. Every constant is a float32 value (core/kernel_coeffs.py, fitted by core/kernel_fit.py).
 
@@ -33,8 +34,9 @@ Sources: Hendrycks & Gimpel, arXiv:1606.08415 (the GELU forms); Cody & Waite 198
 """
 from __future__ import annotations
 
+from gelulab.core import kernel_coeffs as KC
 from gelulab.core.kernel_coeffs import (
-    CENTER, COEFFS, GELU_A0_HI, GELU_A0_LO, GELU_SPLIT_D1, GELU_SPLIT_VALUE, P0_LO,
+    CENTER, COEFFS, GELU_A0_HI, GELU_A0_LO, GELU_SPLIT_D1, GELU_SPLIT_VALUE, P0_LO, SIGMA_WINDOW,
 )
 
 # ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits so n * LN2_HI is exact for n < 256
@@ -79,7 +81,7 @@ def _select(xp, cond, a, b):
 def exp_neg(xp, s_hi, s_lo):
     """e^-(s_hi + s_lo) = 2^-n (E_hi + E_lo) for s_hi >= 0 (any float32) and |s_lo| << 1.
     Returns (n, E_hi, E_lo) with E in [0.65, 1.53] and relative error below 2^-28."""
-    n = xp.rint(s_hi * INV_LN2)
+    n = xp.rint((s_hi + s_lo) * INV_LN2)  # |r| <= ln2/2 + rounding, whatever the split of s
     r_hi = s_hi - n * LN2_HI  # exact: n LN2_HI has no rounding, and Sterbenz
     r_lo = s_lo - n * LN2_LO
     e_hi = 1.0 - r_hi
@@ -113,7 +115,9 @@ def _scaled(xp, s, s_lo, n):
     exactly the tie below 2^-126 rounds to 2^-126 (what round-to-nearest-even gives without flush-to-zero)."""
     scale = xp.pow2(64.0 - n)
     v = s * scale
-    hi = xp.where(xp.abs(v) == SCALED_TIE, xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64)
+    # compared as bits: LLVM folds a float compare here away (in IEEE arithmetic the select is a no-op; under
+    # flush-to-zero it is not)
+    hi = xp.where(xp.bits_equal(xp.abs(v), SCALED_TIE), xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64)
     lo = (s_lo * scale) * TWO_M64
     return hi, lo
 
@@ -127,7 +131,7 @@ def _a2(xp, a):
 
 def _tiny_half(xp, x):
     """x/2 for |x| < 2^-60 (f(x) = x/2 + O(x^2)); 0x00FFFFFF, whose half is a tie, gives 2^-126."""
-    return xp.where(x == X_TIE, SMALLEST_NORMAL, 0.5 * x)
+    return xp.where(xp.bits_equal(x, X_TIE), SMALLEST_NORMAL, 0.5 * x)  # bits: see _scaled
 
 
 def _two_pieces(xp, low, a, inv_a, lo: str, hi: str):
@@ -207,6 +211,231 @@ def gelu_none_d2(xp, x):
     return xp.where(a > amax, 0.0, t_hi)
 
 
+# --- x sigma(z(x)) forms: SiLU (z = x), sigmoid GELU (z = 1.702 x), tanh GELU (z = 2u(x)) ---------------------
+
+SIG_K_HI, SIG_K_LO = float.fromhex("0x1.b3ap+0"), float.fromhex("0x1.645a1cp-12")  # 1.702 = hi (12 bits) + lo
+TANH_C_HI, TANH_C_LO = float.fromhex("0x1.988p+0"), float.fromhex("0x1.14cf5p-14")  # 2 sqrt(2/pi), hi 12 bits
+TANH_D_HI, TANH_D_LO = float.fromhex("0x1.24p-4"), float.fromhex("0x1.13ca94p-14")  # 2 sqrt(2/pi) 0.044715, hi 10 bits
+A_MAX.update({"silu": (109.0, 110.0, 110.0), "gelu_sigmoid": (64.5, 65.0, 65.0), "gelu_tanh": (11.0, 11.0, 11.0)})
+
+
+def _split(xp, v, bits):
+    hi = xp.keep_bits(v, bits)
+    return hi, v - hi
+
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _z_silu(xp, a):
+    """z = a and a z'(a) = a, exact."""
+    return (a, 0.0), (a, 0.0)
+
+
+def _z_sigmoid(xp, a):
+    """z = 1.702 a = a z'(a) as a pair: 1.702's 12-bit head times a's 12-bit head is exact."""
+    ah, al = _split(xp, a, 12)
+    z = (SIG_K_HI * ah, SIG_K_HI * al + SIG_K_LO * a)
+    return z, z
+
+
+def _z_tanh(xp, a):
+    """z = 2u(a) = c a + d a^3 and a z'(a) = c a + 3 d a^3 (c = 2 sqrt(2/pi), d = 0.044715 c) as pairs whose low
+    parts are below 2^-10 of the value: c a from 12-bit heads; a^3 = ah Ah + small, ah the 12-bit head of a and Ah
+    the 12-bit head of ah^2 (exact), so ah Ah is exact, and its 12-bit head times d's 10-bit head is exact; the two
+    heads are summed with TwoSum."""
+    ah, al = _split(xp, a, 12)
+    ca_hi = TANH_C_HI * ah
+    ca_lo = TANH_C_HI * al + TANH_C_LO * a
+    sq = ah * ah  # exact, 24 bits
+    sq12, sqr = _split(xp, sq, 12)
+    cube = ah * sq12  # exact, 24 bits
+    c12, cr = _split(xp, cube, 12)
+    # a^3 - ah sq12 = ah sqr + al ah^2 + a al (a + ah)
+    rest3 = (ah * sqr + al * sq) + a * (al * (a + ah))
+    d3_lo = TANH_D_HI * cr + (TANH_D_LO * cube + (TANH_D_HI + TANH_D_LO) * rest3)
+    z_hi, z_err = _two_sum(ca_hi, TANH_D_HI * c12)
+    w_hi, w_err = _two_sum(ca_hi, (3.0 * TANH_D_HI) * c12)
+    return (z_hi, (z_err + ca_lo) + d3_lo), (w_hi, (w_err + ca_lo) + 3.0 * d3_lo)
+
+
+Z_FUNCS = {"silu": _z_silu, "gelu_sigmoid": _z_sigmoid, "gelu_tanh": _z_tanh}
+
+
+def _prod2(xp, f_hi, f_lo, p_hi, p_lo):
+    """F P for two pairs, as a pair (S, S_lo): the 12-bit heads multiply exactly, the cross terms are below 2^-11."""
+    f12, fr = _split(xp, f_hi, 12)
+    p12, pr = _split(xp, p_hi, 12)
+    fr = fr + f_lo
+    pr = pr + p_lo
+    head = f12 * p12
+    cross = fr * (p_hi + p_lo) + f12 * pr
+    s = head + cross
+    return s, (head - s) + cross
+
+
+def _sigma_scaled(xp, n, e_hi, e_lo):
+    """With e^-z = 2^-n E (E = e_hi + e_lo): sigma(-z) = e^-z / (1 + e^-z) = 2^-n T, returned as T (pair) and
+    the denominator D = 1 + e^-z (pair) and 2^-m (m = min(n, 100)). T = E / D by one divide and the exact
+    remainder E - T D (12-bit heads of T and D)."""
+    e_f = e_hi + e_lo
+    e_lo = (e_hi - e_f) + e_lo  # Fast2Sum: E as a normalised pair, so t_hi below is within an ULP of T
+    e_hi = e_f
+    m = xp.where(n > 100.0, 100.0, n)
+    down = xp.pow2(-m)
+    eps_hi = e_hi * down
+    eps_lo = e_lo * down
+    d_hi = 1.0 + eps_hi
+    d_lo = ((1.0 - d_hi) + eps_hi) + eps_lo
+    t_hi = e_hi / d_hi
+    th, tl = _split(xp, t_hi, 12)
+    dh, dl = _split(xp, d_hi, 12)
+    r = (((e_hi - th * dh) - th * dl) - tl * dh) - tl * dl  # e_hi - t_hi d_hi, exact to far below 2^-24 t_hi
+    r = (r + e_lo) - t_hi * d_lo
+    t_lo = r * (1.0 - t_hi * down)  # r / D, with 1 / D = 1 - sigma(-z)
+    return t_hi, t_lo, d_hi, d_lo, down
+
+
+def _sig_value(key):
+    zfun = Z_FUNCS[key]
+
+    def value(xp, x):
+        a = xp.abs(x)
+        amax = A_MAX[key][0]
+        ac = xp.where(a > amax, amax, a)
+        (z_hi, z_lo), _ = zfun(xp, ac)
+        n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
+        t_hi, t_lo, *_ = _sigma_scaled(xp, n, e_hi, e_lo)
+        s, s_lo = _prod2(xp, ac, 0.0, t_hi, t_lo)
+        y_hi, y_lo = _scaled(xp, s, s_lo, n)
+        y = xp.where(x > 0, (x - y_hi) - y_lo, -y_hi)
+        y = xp.where(x < -amax, -0.0, y)
+        return xp.where(a < TINY, _tiny_half(xp, x), y)
+
+    value.__name__ = key
+    value.__doc__ = (f"{key}: x sigma(z(x)) in float32 (x: float32 array), within 1 ULP where the result is normal; "
+                     "f(-a) = -a sigma(-z(a)), f(a) = a + f(-a).")
+    return value
+
+
+def _sig_d1(key):
+    zfun = Z_FUNCS[key]
+    name = key.upper()
+    a0_hi, a0_lo = getattr(KC, f"{name}_A0_HI"), getattr(KC, f"{name}_A0_LO")
+
+    def d1(xp, x):
+        a = xp.abs(x)
+        amax = A_MAX[key][1]
+        ac = xp.where(a > amax, amax, a)
+        (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
+        n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
+        t_hi, t_lo, d_hi, d_lo, down = _sigma_scaled(xp, n, e_hi, e_lo)
+        # f'(-a) = e^-z J / D^2 = 2^-n T g J, g = 1/D = 1 - sigma(-z), J = D - a z'(a) (zero at f's minimum)
+        tu = t_hi * down
+        g_hi = 1.0 - tu
+        g_lo = ((1.0 - g_hi) - tu) - t_lo * down
+        j_hi, j_err = _two_sum(d_hi, -w_hi)
+        j_lo = (j_err + d_lo) - w_lo
+        # near the root A0 of J, J = (a - A0) J2(a - A0) with J2 a polynomial (J from E cancels there)
+        r_hi = ac - a0_hi
+        win = xp.abs(r_hi) < SIGMA_WINDOW
+        q_hi, q_lo = _poly_pair(xp, r_hi, COEFFS[f"{name}_J2"], P0_LO[f"{name}_J2"])
+        jw_hi, jw_lo = _prod2(xp, r_hi, -a0_lo, q_hi, q_lo)  # a - A0_HI is exact in the window (Sterbenz)
+        j_hi = xp.where(win, jw_hi, j_hi)
+        j_lo = xp.where(win, jw_lo, j_lo)
+        s, s_lo = _prod3(xp, t_hi, t_lo, g_hi, g_lo, j_hi, j_lo)
+        y_hi, y_lo = _scaled(xp, s, s_lo, n)
+        y = xp.where(x > 0, (1.0 - y_hi) - y_lo, y_hi)
+        return xp.where(x < -amax, -0.0, xp.where(x > amax, 1.0, y))
+
+    d1.__name__ = f"{key}_d1"
+    d1.__doc__ = f"{key}: f'(x) in float32, within 1 ULP where normal; f'(-a) = sigma(-z) (1 - a z' sigma(z)), f'(a) = 1 - f'(-a)."
+    return d1
+
+
+def _sig_d2(key):
+    zfun, zpfun = Z_FUNCS[key], ZP_FUNCS[key]
+
+    def d2(xp, x):
+        # f'' is even: f''(-a) = T g B, T = sigma(-z), g = 1 - T, B = z' (2 - a z' (1 - 2T)) + 6 d a^2 (the last
+        # term for the tanh form only); every factor is a pair, so B keeps its relative accuracy near its zeros
+        a = xp.abs(x)
+        amax = A_MAX[key][2]
+        ac = xp.where(a > amax, amax, a)
+        (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
+        n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
+        t_hi, t_lo, _, _, down = _sigma_scaled(xp, n, e_hi, e_lo)
+        tu = t_hi * down
+        tl = t_lo * down
+        g_hi = 1.0 - tu
+        g_lo = ((1.0 - g_hi) - tu) - tl
+        h_hi = 1.0 - (tu + tu)  # 1 - 2T
+        h_lo = ((1.0 - h_hi) - (tu + tu)) - (tl + tl)
+        q_hi, q_lo = _prod2(xp, w_hi, w_lo, h_hi, h_lo)  # a z' (1 - 2T)
+        m_hi, m_err = _two_sum(2.0, -q_hi)
+        m_lo = m_err - q_lo
+        (zp_hi, zp_lo), (c_hi, c_lo) = zpfun(xp, ac)
+        b1_hi, b1_lo = _prod2(xp, zp_hi, zp_lo, m_hi, m_lo)
+        b_hi, b_err = _two_sum(b1_hi, c_hi)
+        b_lo = (b_err + b1_lo) + c_lo
+        s, s_lo = _prod3(xp, t_hi, t_lo, g_hi, g_lo, b_hi, b_lo)
+        y_hi, _ = _scaled(xp, s, s_lo, n)
+        return xp.where(a > amax, 0.0, y_hi)
+
+    d2.__name__ = f"{key}_d2"
+    d2.__doc__ = f"{key}: f''(x) in float32 (within a few ULP), even in x."
+    return d2
+
+
+def _zp_silu(xp, a):
+    """z'(a) = 1 and the tanh form's extra term 6 d a^2 (0 here), as pairs."""
+    return (1.0, 0.0), (0.0, 0.0)
+
+
+def _zp_sigmoid(xp, a):
+    """z'(a) = 1.702 and no extra term, as pairs."""
+    return (SIG_K_HI, SIG_K_LO), (0.0, 0.0)
+
+
+def _zp_tanh(xp, a):
+    """z'(a) = c + 3 d a^2 and 6 d a^2 as pairs: a^2 from 12-bit halves, its 12-bit head times 3d's 8-bit head
+    exact, c added by TwoSum."""
+    ah, al = _split(xp, a, 12)
+    sq = ah * ah  # exact
+    sq12, sqr = _split(xp, sq, 12)
+    d3 = 3.0 * TANH_D_HI
+    t3_hi = d3 * sq12  # exact
+    t3_lo = d3 * sqr + (3.0 * TANH_D_LO) * sq + (3.0 * (TANH_D_HI + TANH_D_LO)) * (al * (a + ah))
+    zp_hi, zp_err = _two_sum(TANH_C_HI, t3_hi)
+    return (zp_hi, (zp_err + TANH_C_LO) + t3_lo), (t3_hi + t3_hi, t3_lo + t3_lo)
+
+
+ZP_FUNCS = {"silu": _zp_silu, "gelu_sigmoid": _zp_sigmoid, "gelu_tanh": _zp_tanh}
+
+
+# --- ReLU -------------------------------------------------------------------------------------------------------
+
+
+def relu(xp, x):
+    """max(x, 0): +0 for x <= 0 (ReLU(-0) = +0), NaN propagates."""
+    return xp.where(x <= 0, 0.0, x)
+
+
+def relu_d1(xp, x):
+    """ReLU'(x) = 1 for x > 0, 0 for x <= 0 (the frameworks' ReLU'(0) = 0), NaN for NaN."""
+    return xp.where(x > 0, 1.0, xp.where(x <= 0, 0.0, x))
+
+
+def relu_d2(xp, x):
+    """ReLU''(x) = 0, NaN for NaN; computed from x so that a second-order graph stays connected to x."""
+    return xp.where(x != x, x, 0.0)  # noqa: PLR0124 - NaN test (the x branch keeps the graph connected)
+
+
 KERNELS = {
+    "relu": (relu, relu_d1, relu_d2),
     "gelu_none": (gelu_none, gelu_none_d1, gelu_none_d2),
+    **{k: (_sig_value(k), _sig_d1(k), _sig_d2(k)) for k in ("silu", "gelu_sigmoid", "gelu_tanh")},
 }

@@ -39,6 +39,11 @@ def pow2(k):
     return e.astype(np.int32).view(np.float32)
 
 
+def bits_equal(x, c: float):
+    """Whether x has the bit pattern of the float32 c (elementwise)."""
+    return np.asarray(x, np.float32).view(np.uint32) == np.array(c, np.float32).view(np.uint32)
+
+
 def to_float32(x):
     """x as float32 (bfloat16/float16 widen exactly)."""
     return np.asarray(x).astype(np.float32)
@@ -68,6 +73,7 @@ class _Namespace:
     rint = staticmethod(rint)
     keep_bits = staticmethod(keep_bits)
     pow2 = staticmethod(pow2)
+    bits_equal = staticmethod(bits_equal)
 
 
 _NS = _Namespace()
