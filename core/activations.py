@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gelulab.core import formulas, mp_forms
 
 GELU_MODES = ("none", "tanh", "sigmoid")
-IMPLS = ("formula", "builtin")
+IMPLS = ("formula", "builtin", "kernel")
 
 
 @dataclass(frozen=True)

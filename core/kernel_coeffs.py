@@ -8,10 +8,16 @@ comments give the fit's domain and max relative error (float32 coefficients, eva
 
 SILU_A0_HI = float.fromhex('0x1.4749740000000p+0')  # 1.2784645557403564
 SILU_A0_LO = float.fromhex('-0x1.bdf6fa0000000p-27')  # -1.2979282537628478e-08
+SILU_B0_HI = float.fromhex('0x1.331e240000000p+1')  # 2.399357318878174
+SILU_B0_LO = float.fromhex('-0x1.49887c0000000p-25')  # -3.83627067890302e-08
 GELU_SIGMOID_A0_HI = float.fromhex('0x1.80974a0000000p-1')  # 0.7511542439460754
 GELU_SIGMOID_A0_LO = float.fromhex('0x1.8af8f80000000p-27')  # 1.1495213669832083e-08
+GELU_SIGMOID_B0_HI = float.fromhex('0x1.68e3f20000000p+0')  # 1.4097281694412231
+GELU_SIGMOID_B0_LO = float.fromhex('-0x1.425e080000000p-25')  # -3.752849409011105e-08
 GELU_TANH_A0_HI = float.fromhex('0x1.8142a00000000p-1')  # 0.7524614334106445
 GELU_TANH_A0_LO = float.fromhex('-0x1.85a06c0000000p-27')  # -1.1339627903339533e-08
+GELU_TANH_B0_HI = float.fromhex('0x1.6b23140000000p+0')  # 1.418503999710083
+GELU_TANH_B0_LO = float.fromhex('0x1.3803140000000p-27')  # 9.080745044798277e-09
 GELU_A0_HI = float.fromhex('0x1.80ead20000000p-1')  # 0.7517915368080139
 GELU_A0_LO = float.fromhex('-0x1.a03fd40000000p-27')  # -1.211444988769017e-08
 GELU_SPLIT_VALUE = float.fromhex('0x1.0000000000000p+1')  # 2.0
@@ -27,10 +33,16 @@ COEFFS = {
     'GELU_W': (float.fromhex('0x1.76422c0000000p-2'), float.fromhex('-0x1.4fe8440000000p-3'), float.fromhex('-0x1.25553c0000000p-4'), float.fromhex('0x1.156ebe0000000p-2'), float.fromhex('-0x1.4ea31c0000000p-2'), float.fromhex('0x1.eda7aa0000000p-4'), float.fromhex('0x1.a304240000000p-2'), float.fromhex('-0x1.2117c20000000p+0'), float.fromhex('0x1.b87c820000000p+0'), float.fromhex('-0x1.c9c7cc0000000p+0'), float.fromhex('-0x1.9976c60000000p+1'), float.fromhex('0x1.e3eeb20000000p+3'),),
     # SILU_J2: {'var': 'd', 'p0_lo': 1.2979231911458555e-08, 'max_rel_err': 1.1700182673635728e-10, 'horner_cond': 0.013950458747761003, 'd_range': (-0.0625, 0.0625)}
     'SILU_J2': (float.fromhex('-0x1.4749740000000p+0'), float.fromhex('0x1.1d25ce0000000p-3'), float.fromhex('-0x1.7c32680000000p-5'), float.fromhex('0x1.7c56440000000p-7'), float.fromhex('-0x1.3049de0000000p-9'),),
+    # SILU_B2: {'var': 'd', 'p0_lo': 1.918066949713193e-08, 'max_rel_err': 6.2684121450048824e-12, 'horner_cond': 0.00030851857207184777, 'd_range': (-0.0625, 0.0625)}
+    'SILU_B2': (float.fromhex('-0x1.331e240000000p+0'), float.fromhex('-0x1.4158440000000p-31'), float.fromhex('0x1.f3e0f40000000p-6'), float.fromhex('-0x1.a0a8560000000p-7'), float.fromhex('0x1.2691e80000000p-9'),),
     # GELU_SIGMOID_J2: {'var': 'd', 'p0_lo': 6.071253011441513e-08, 'max_rel_err': 3.2596518052620293e-10, 'horner_cond': 0.024156313569538772, 'd_range': (-0.0625, 0.0625)}
     'GELU_SIGMOID_J2': (float.fromhex('-0x1.16856c0000000p+1'), float.fromhex('0x1.9d022a0000000p-2'), float.fromhex('-0x1.d4a07e0000000p-3'), float.fromhex('0x1.8ef9860000000p-4'), float.fromhex('-0x1.0f9da40000000p-5'),),
+    # GELU_SIGMOID_B2: {'var': 'd', 'p0_lo': -9.060256900284003e-08, 'max_rel_err': 8.915268725281244e-11, 'horner_cond': 0.0009155735684584691, 'd_range': (-0.0625, 0.0625)}
+    'GELU_SIGMOID_B2': (float.fromhex('-0x1.bcd4760000000p+1'), float.fromhex('-0x1.a05f0e0000000p-26'), float.fromhex('0x1.062b8a0000000p-2'), float.fromhex('-0x1.73e4a20000000p-3'), float.fromhex('0x1.bf16980000000p-5'),),
     # GELU_TANH_J2: {'var': 'd', 'p0_lo': 1.1668670651943103e-07, 'max_rel_err': 2.808735243526311e-10, 'horner_cond': 0.0069457463562712755, 'd_range': (-0.0625, 0.0625)}
     'GELU_TANH_J2': (float.fromhex('-0x1.3af6ce0000000p+1'), float.fromhex('-0x1.993ce20000000p-4'), float.fromhex('-0x1.9a0ef20000000p-2'), float.fromhex('0x1.375af80000000p-4'), float.fromhex('-0x1.f3f5800000000p-6'),),
+    # GELU_TANH_B2: {'var': 'd', 'p0_lo': -2.226995263754361e-07, 'max_rel_err': 1.8771906389659865e-10, 'horner_cond': 0.08433078473856406, 'd_range': (-0.0625, 0.0625)}
+    'GELU_TANH_B2': (float.fromhex('-0x1.6bae100000000p+2'), float.fromhex('-0x1.dc21180000000p+1'), float.fromhex('-0x1.4e503e0000000p+0'), float.fromhex('-0x1.5ddb9e0000000p-2'), float.fromhex('-0x1.00d2c20000000p-4'),),
     # GELU_D2_LO: {'var': 'a', 'center': 0.800000011920929, 'p0_lo': 2.0459726357557884e-08, 'max_rel_err': 1.0712074418445741e-09, 'tail_ratio': 0.145357318192808, 'horner_cond': 0.37470506313157936, 'variable_sensitivity': 0.0, 'a_range': (0.0, 2.0)}
     'GELU_D2_LO': (float.fromhex('-0x1.2305ce0000000p-1'), float.fromhex('0x1.4d1d580000000p-4'), float.fromhex('-0x1.1b4ac80000000p-5'), float.fromhex('0x1.b5af280000000p-7'), float.fromhex('-0x1.3835160000000p-8'), float.fromhex('0x1.9ffb620000000p-10'), float.fromhex('-0x1.049ab20000000p-11'), float.fromhex('0x1.36da5e0000000p-13'), float.fromhex('-0x1.70024e0000000p-15'), float.fromhex('0x1.9b228a0000000p-17'), float.fromhex('-0x1.17af080000000p-19'),),
     # GELU_D2_HI: {'var': 'inv', 'center': 0.24081632494926453, 'p0_lo': 2.7717002026861337e-09, 'max_rel_err': 1.425986378342982e-09, 'tail_ratio': 0.09985475629220689, 'horner_cond': 0.2140260430110762, 'variable_sensitivity': 0.13613794082377595, 'a_range': (2.0, 14.7)}
@@ -47,8 +59,11 @@ P0_LO = {
     'GELU_K': float.fromhex('-0x1.bf57900000000p-29'),
     'GELU_W': float.fromhex('-0x1.c0fb180000000p-27'),
     'SILU_J2': float.fromhex('0x1.bdf6880000000p-27'),
+    'SILU_B2': float.fromhex('0x1.49857a0000000p-26'),
     'GELU_SIGMOID_J2': float.fromhex('0x1.04c2220000000p-24'),
+    'GELU_SIGMOID_B2': float.fromhex('-0x1.8522940000000p-24'),
     'GELU_TANH_J2': float.fromhex('0x1.f52a640000000p-24'),
+    'GELU_TANH_B2': float.fromhex('-0x1.de3e5c0000000p-23'),
     'GELU_D2_LO': float.fromhex('0x1.5f7ed40000000p-26'),
     'GELU_D2_HI': float.fromhex('0x1.7cf0880000000p-29'),
 }

@@ -162,6 +162,23 @@ def _j_function(key):
     return lambda a: 1 + mpmath.exp(-zf(mpmath.mpf(a))) - wf(mpmath.mpf(a))
 
 
+def _b_function(key):
+    """B(a) with f''(-a) = sigma(-z) sigma(z) B(a): B = z' (2 - a z' (1 - 2 sigma(-z))) + 6 d a^2 (tanh form)."""
+    zf, wf = SIGMA_FORMS[key]
+
+    def b(a):
+        a = mpmath.mpf(a)
+        t = 1 / (1 + mpmath.exp(zf(a)))
+        zp = wf(a) / a
+        extra = 6 * _D * a * a if key == "gelu_tanh" else 0
+        return zp * (2 - a * zp * (1 - 2 * t)) + extra
+
+    return b
+
+
+B_ROOT_GUESS = {"silu": 2.4, "gelu_sigmoid": 1.41, "gelu_tanh": 1.42}
+
+
 def sigma_root(key) -> mpmath.mpf:
     """A0 > 0 with J(A0) = 0: f'(-A0) = 0, the minimum of f at x = -A0."""
     return mpmath.findroot(_j_function(key), 1.0)
@@ -206,6 +223,11 @@ def main(out: Path | None = None) -> dict:
         fits[f"{key.upper()}_J2"] = fit_window(lambda d, j=j, r=root: j(r + d) / d, WINDOW)
         consts[f"{key.upper()}_A0_HI"] = _f32(root)
         consts[f"{key.upper()}_A0_LO"] = _f32(root - _f32(root))
+        b = _b_function(key)
+        b0 = mpmath.findroot(b, B_ROOT_GUESS[key])
+        fits[f"{key.upper()}_B2"] = fit_window(lambda d, b=b, r=b0: b(r + d) / d, WINDOW)
+        consts[f"{key.upper()}_B0_HI"] = _f32(b0)
+        consts[f"{key.upper()}_B0_LO"] = _f32(b0 - _f32(b0))
     fits["GELU_D2_LO"] = fit_piece(d2, 0.0, SPLIT_D1, "a")
     fits["GELU_D2_HI"] = fit_piece(d2, SPLIT_D1, 14.7, "inv")
     pad_pair(fits["GELU_D2_LO"], fits["GELU_D2_HI"])

@@ -202,10 +202,9 @@ def gelu_none_d2(xp, x):
     sq = ah * ah  # exact
     cross = (ah + ah) * al  # exact
     n, e_hi, e_lo = exp_neg(xp, 0.5 * sq, 0.5 * (cross + al * al))
-    g1 = 2.0 - sq  # exact where a^2 is in [1, 4]
-    g_hi = g1 - cross
-    bb = g_hi - g1
-    g_lo = ((g1 - (g_hi - bb)) + (-cross - bb)) - al * al  # TwoSum remainder, minus al^2
+    g1, g1_err = _two_sum(2.0, -sq)  # exact (no remainder) where a^2 is in [1, 4]
+    g_hi, g_err = _two_sum(g1, -cross)
+    g_lo = (g_err + g1_err) - al * al
     s, s_lo = _prod3(xp, C1_HI, C1_LO, g_hi, g_lo, e_hi, e_lo)
     t_hi, _ = _scaled(xp, s, s_lo, n)
     return xp.where(a > amax, 0.0, t_hi)
@@ -358,6 +357,8 @@ def _sig_d1(key):
 
 def _sig_d2(key):
     zfun, zpfun = Z_FUNCS[key], ZP_FUNCS[key]
+    name = key.upper()
+    b0_hi, b0_lo = getattr(KC, f"{name}_B0_HI"), getattr(KC, f"{name}_B0_LO")
 
     def d2(xp, x):
         # f'' is even: f''(-a) = T g B, T = sigma(-z), g = 1 - T, B = z' (2 - a z' (1 - 2T)) + 6 d a^2 (the last
@@ -381,6 +382,13 @@ def _sig_d2(key):
         b1_hi, b1_lo = _prod2(xp, zp_hi, zp_lo, m_hi, m_lo)
         b_hi, b_err = _two_sum(b1_hi, c_hi)
         b_lo = (b_err + b1_lo) + c_lo
+        # near the zero B0 of B, B = (a - B0) B2(a - B0) with B2 a polynomial (B from T cancels there)
+        r_hi = ac - b0_hi
+        win = xp.abs(r_hi) < SIGMA_WINDOW
+        q_hi, q_lo = _poly_pair(xp, r_hi, COEFFS[f"{name}_B2"], P0_LO[f"{name}_B2"])
+        bw_hi, bw_lo = _prod2(xp, r_hi, -b0_lo, q_hi, q_lo)
+        b_hi = xp.where(win, bw_hi, b_hi)
+        b_lo = xp.where(win, bw_lo, b_lo)
         s, s_lo = _prod3(xp, t_hi, t_lo, g_hi, g_lo, b_hi, b_lo)
         y_hi, _ = _scaled(xp, s, s_lo, n)
         return xp.where(a > amax, 0.0, y_hi)

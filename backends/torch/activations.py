@@ -109,6 +109,16 @@ def builtin(activation):
     return _BUILTINS.get(activation.key)
 
 
+def kernel(activation):
+    """gelulab's float32 kernel for a catalogue entry (backends/torch/kernels.py), or None where there is none.
+    It takes float32, bfloat16 and float16 arrays; Backend routes float64 to the formula."""
+    from gelulab.backends.torch import kernels
+
+    from gelulab.core.kernels import KERNELS
+
+    return kernels.kernel(activation.key) if activation.key in KERNELS else None
+
+
 def derivative(fn, activation):
     """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'')."""
 
