@@ -4,7 +4,7 @@ within 1 ULP of the correctly rounded value wherever the result is a normal floa
 Written once over a backend's kernel namespace `xp` (backends/<name>/kernels.py): the array operators + - * /,
 comparisons, and `xp.where`, `xp.abs`, `xp.rint` (round half to even), `xp.keep_bits(x, b)` (x with only its b
 leading significant bits, by masking the low mantissa bits), `xp.pow2(k)` (2**k from exponent bits) and
-`xp.bits_equal(x, c)` (x has the bit pattern of the float32 c). Inputs are
+`xp.bits_equal(x, u)` (x has the bit pattern u, an int). Inputs are
 float32 arrays (the backends widen bfloat16/float16 exactly and round the float32 result once); no float64 value is
 created anywhere. Every constant is a float32 value (core/kernel_coeffs.py, fitted by core/kernel_fit.py).
 
@@ -34,6 +34,8 @@ Sources: Hendrycks & Gimpel, arXiv:1606.08415 (the GELU forms); Cody & Waite 198
 """
 from __future__ import annotations
 
+import numpy as np
+
 from gelulab.core import kernel_coeffs as KC
 from gelulab.core.kernel_coeffs import (
     CENTER, COEFFS, GELU_A0_HI, GELU_A0_LO, GELU_SPLIT_D1, GELU_SPLIT_VALUE, P0_LO, SIGMA_WINDOW,
@@ -45,9 +47,9 @@ LN2_LO = float.fromhex("0x1.7f7d1cp-20")  # ln2 - LN2_HI rounded to float32
 INV_LN2 = float.fromhex("0x1.715476p+0")
 TINY = 2.0**-60  # below this |x|, f(x) = x/2 to far below an ULP
 SMALLEST_NORMAL = 2.0**-126
-X_TIE = float.fromhex("0x1.fffffep-126")  # the float32 0x00FFFFFF: x/2 is a tie, f(x) rounds up to 2^-126
 TWO_M64 = 2.0**-64
-SCALED_TIE = float.fromhex("0x1.fffffep-63")  # (1 - 2^-24) 2^-62: the scaled result just below 2^-126 * 2^64
+X_TIE_BITS = 0x00FFFFFF
+SCALED_TIE_BITS = 0x207FFFFF  # (1 - 2^-24) 2^-62: the scaled result just below 2^-126 * 2^64
 C1_HI, C1_LO = float.fromhex("0x1.988454p-2"), float.fromhex("-0x1.857936p-27")  # 1/sqrt(2 pi) = hi + lo
 
 # clamp points: beyond A_MAX[key][order], f(-a) (resp. f'(-a), f''(a)) rounds to -0 and f(a) = a (f'(a) = 1)
@@ -92,10 +94,23 @@ def exp_neg(xp, s_hi, s_lo):
     return n, e_hi, e_lo
 
 
+def _keep_const(v: float, bits: int) -> float:
+    u = np.array(v, np.float32).view(np.uint32) & np.uint32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)
+    return float(u.view(np.float32))
+
+
+def _keep(xp, v, bits):
+    """xp.keep_bits for arrays; for a Python float constant, a value computed once at import (_CONST_HEADS), so
+    tracing compilers never see numpy."""
+    if isinstance(v, float):
+        return _CONST_HEADS[(v, bits)]
+    return xp.keep_bits(v, bits)
+
+
 def _prod3(xp, f_hi, f_lo, p_hi, p_lo, e_hi, e_lo, f_lo2=0.0):
     """F P E for three pairs, as a pair (S, S_lo): the product of the 8-bit heads is exact, the cross terms are
     below 2^-7 of it, so S = fl(head + cross) is the one rounding."""
-    f8 = xp.keep_bits(f_hi, 8)
+    f8 = _keep(xp, f_hi, 8)
     p8 = xp.keep_bits(p_hi, 8)
     e_f = e_hi + e_lo
     e8 = xp.keep_bits(e_f, 8)
@@ -117,7 +132,7 @@ def _scaled(xp, s, s_lo, n):
     v = s * scale
     # compared as bits: LLVM folds a float compare here away (in IEEE arithmetic the select is a no-op; under
     # flush-to-zero it is not)
-    hi = xp.where(xp.bits_equal(xp.abs(v), SCALED_TIE), xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64)
+    hi = xp.where(xp.bits_equal(xp.abs(v), SCALED_TIE_BITS), xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64)
     lo = (s_lo * scale) * TWO_M64
     return hi, lo
 
@@ -131,7 +146,7 @@ def _a2(xp, a):
 
 def _tiny_half(xp, x):
     """x/2 for |x| < 2^-60 (f(x) = x/2 + O(x^2)); 0x00FFFFFF, whose half is a tie, gives 2^-126."""
-    return xp.where(xp.bits_equal(x, X_TIE), SMALLEST_NORMAL, 0.5 * x)  # bits: see _scaled
+    return xp.where(xp.bits_equal(x, X_TIE_BITS), SMALLEST_NORMAL, 0.5 * x)  # bits: see _scaled
 
 
 def _two_pieces(xp, low, a, inv_a, lo: str, hi: str):
@@ -219,7 +234,7 @@ A_MAX.update({"silu": (109.0, 110.0, 110.0), "gelu_sigmoid": (64.5, 65.0, 65.0),
 
 
 def _split(xp, v, bits):
-    hi = xp.keep_bits(v, bits)
+    hi = _keep(xp, v, bits)
     return hi, v - hi
 
 
@@ -441,6 +456,8 @@ def relu_d2(xp, x):
     """ReLU''(x) = 0, NaN for NaN; computed from x so that a second-order graph stays connected to x."""
     return xp.where(x != x, x, 0.0)  # noqa: PLR0124 - NaN test (the x branch keeps the graph connected)
 
+
+_CONST_HEADS = {(v, b): _keep_const(v, b) for v in (C1_HI, SIG_K_HI, 1.0) for b in (8, 12)}
 
 KERNELS = {
     "relu": (relu, relu_d1, relu_d2),

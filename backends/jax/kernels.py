@@ -36,9 +36,8 @@ class _Namespace:
         return jax.lax.bitcast_convert_type(u & mask, jnp.float32)
 
     @staticmethod
-    def bits_equal(x, c: float):
-        u = jax.lax.bitcast_convert_type(x, jnp.uint32)
-        return u == np.array(c, np.float32).view(np.uint32)
+    def bits_equal(x, u: int):
+        return jax.lax.bitcast_convert_type(x, jnp.uint32) == np.uint32(u)
 
     @staticmethod
     def pow2(k):

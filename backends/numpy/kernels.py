@@ -39,9 +39,9 @@ def pow2(k):
     return e.astype(np.int32).view(np.float32)
 
 
-def bits_equal(x, c: float):
-    """Whether x has the bit pattern of the float32 c (elementwise)."""
-    return np.asarray(x, np.float32).view(np.uint32) == np.array(c, np.float32).view(np.uint32)
+def bits_equal(x, u: int):
+    """Whether x has the bit pattern u (elementwise)."""
+    return np.asarray(x, np.float32).view(np.uint32) == np.uint32(u)
 
 
 def to_float32(x):
