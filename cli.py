@@ -1,4 +1,4 @@
-"""gelulab command line: `gelulab run | parity | moons | bench | swap`.
+"""gelulab command line: `gelulab run | parity | moons | bench | swap | verify`.
 
 The only module that imports experiments and benchmarks. Each command module provides
 `add_arguments(parser)` and `run(args) -> int`; `gelulab run` is the main job (parity summary + moons with a few
@@ -18,6 +18,8 @@ COMMANDS = {
     "moons": ("gelulab.experiments.moons.study", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
     "bench": ("gelulab.benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
     "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
+    "verify": ("gelulab.experiments.verify.command",
+               "every float32 input (or a stride of them) through each backend's float32 kernel, against the correctly rounded value"),
 }
 
 

@@ -457,6 +457,24 @@ def relu_d2(xp, x):
     return xp.where(x != x, x, 0.0)  # noqa: PLR0124 - NaN test (the x branch keeps the graph connected)
 
 
+BF16_TIE_BITS = 0x00FF0000  # the bfloat16 0x00FF as float32: its half rounds up to 2^-126 in bfloat16
+
+
+def kernel_function(key: str, order: int, dtype: str = "float32"):
+    """The float32 kernel f(xp, x) of `key` (order 0, 1, 2) for inputs of `dtype` (float32, bfloat16, float16),
+    whose result is then rounded once to `dtype`. For bfloat16 the value of a GELU form at 0x00FF, the one input
+    whose half lies in float32's subnormals while its bfloat16 rounding is the normal 2^-126, is given as 2^-126
+    (flush-to-zero would lose it). Raises KeyError for a key without a kernel."""
+    fn = KERNELS[key][order]
+    if dtype != "bfloat16" or order != 0 or key == "relu":
+        return fn
+
+    def bf16(xp, x):
+        return xp.where(xp.bits_equal(x, BF16_TIE_BITS), SMALLEST_NORMAL, fn(xp, x))
+
+    return bf16
+
+
 _CONST_HEADS = {(v, b): _keep_const(v, b) for v in (C1_HI, SIG_K_HI, 1.0) for b in (8, 12)}
 
 KERNELS = {

@@ -55,14 +55,13 @@ def from_float32(y, like):
 
 
 def _callable(key: str, order: int):
-    fns = K.KERNELS[key]
-
     def f(x):
         x = np.asarray(x)
         if x.dtype == np.float64:
             raise TypeError("float64 is not a kernel dtype")
+        fn = K.kernel_function(key, order, x.dtype.name)
         with np.errstate(all="ignore"):
-            return from_float32(fns[order](_NS, to_float32(x)), x)
+            return from_float32(fn(_NS, to_float32(x)), x)
 
     return f
 

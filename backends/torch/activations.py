@@ -120,7 +120,23 @@ def kernel(activation):
 
 
 def derivative(fn, activation):
-    """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'')."""
+    """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'').
+
+    gelulab's kernels (impl "kernel", torch.autograd.Function) go through torch.autograd.grad with
+    create_graph=True instead: torch.compile of torch.func.vjp of an autograd.Function silently differentiates the
+    Function's forward and ignores its backward (measured with torch 2.13), while torch.autograd.grad honours it
+    in eager and compiled code alike."""
+    if getattr(fn, "kernel", None) is not None or getattr(fn, "autograd_derivative", False):
+
+        def d(x):
+            with torch.enable_grad():
+                xr = x if x.requires_grad else x.detach().requires_grad_(True)
+                y = fn(xr)
+                (g,) = torch.autograd.grad(y, xr, torch.ones_like(y), create_graph=True)
+            return g
+
+        d.autograd_derivative = True
+        return d
 
     def d(x):
         out, vjp = torch.func.vjp(fn, x)

@@ -60,8 +60,9 @@ class _Compiled:
     eagerly (compiled once per rank; bfloat16/float16 are cast outside it, so no dtype recompiles), and traced as
     plain ops under a compiler. Returns a tensor, or a tuple for a tuple of kernels."""
 
-    def __init__(self, *fns):
+    def __init__(self, *fns, bf16=None):
         self.fns = fns
+        self.bf16 = bf16  # the kernel's bfloat16 variant (core.kernels.kernel_function), traced only under a compiler
         self._compiled = None
 
     def _run(self, x):
@@ -83,13 +84,18 @@ class _Compiled:
             y = self._compiled(x)
         if dtype == torch.float32:
             return y
+        if dtype == torch.bfloat16 and self.bf16 is not None:  # value kernels: the one bfloat16 tie (kernel_function)
+            y0 = y[0] if isinstance(y, tuple) else y
+            y0 = torch.where(NS.bits_equal(x, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
+            y = (y0,) + y[1:] if isinstance(y, tuple) else y0
         return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
 
 
 @cache
 def _kernels(key: str):
     f0, f1, f2 = K.KERNELS[key]
-    return _Compiled(f0), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1)
+    fix = K.kernel_function(key, 0, "bfloat16") is not f0
+    return (_Compiled(f0, bf16=fix), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1, bf16=fix))
 
 
 @cache
