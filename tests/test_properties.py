@@ -14,7 +14,8 @@ import scipy.special
 from hypothesis import given
 from hypothesis import strategies as st
 
-IMPLS = ["formula", "builtin"]
+from gelulab.core.activations import IMPLS
+
 DTYPES = {"float64": np.float64, "float32": np.float32}
 
 

@@ -55,6 +55,15 @@ class _Namespace:
 NS = _Namespace()
 
 
+def _tracing() -> bool:
+    """Whether a tracer (torch.compile's dynamo, make_fx) is recording ops rather than running them."""
+    if torch.compiler.is_compiling():
+        return True
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return get_proxy_mode() is not None
+
+
 class _Compiled:
     """A float32 kernel (or tuple of kernels sharing their work) run through torch.compile(dynamic=True) when called
     eagerly (compiled once per rank; bfloat16/float16 are cast outside it, so no dtype recompiles), and traced as
@@ -73,7 +82,7 @@ class _Compiled:
         dtype = x.dtype
         if dtype != torch.float32:
             x = x.to(torch.float32)
-        if torch.compiler.is_compiling():
+        if _tracing():
             y = self._run(x)
         else:
             if self._compiled is None:
