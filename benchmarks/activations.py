@@ -4,7 +4,7 @@ Times every activation of the catalogue (core.activations) in every selected bac
 benchmarks/grid.py (impl × direction × size × dtype × mode × device), with the shared timer of
 benchmarks/timer.py and the framework hooks of backends/<name>/bench.py, and reports each cell as elements/s,
 effective GB/s and % of the copy bandwidth measured in the same run (benchmarks/bandwidth.py), plus the
-GELU ÷ ReLU and formula ÷ builtin ratios (benchmarks/analysis.py).
+GELU ÷ ReLU, formula ÷ builtin and kernel ÷ builtin ratios (benchmarks/analysis.py).
 
 Usage:
   python -m benchmarks.activations [filters] [--quick] [--out DIR]       (also: gelulab bench ...)
@@ -227,6 +227,7 @@ def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict
         "cells": rows,
         "ratios": {"gelu_over_relu": analysis.gelu_over_relu(rows),
                    "formula_over_builtin": analysis.formula_over_builtin(rows),
+                   "kernel_over_builtin": analysis.kernel_over_builtin(rows),
                    "train_step_gelu_over_relu": analysis.gelu_over_relu(list(train_rows))},
         "train_step": list(train_rows),
         "skipped": grid_info["skipped"],
