@@ -125,17 +125,22 @@ def derivative(fn, activation):
     gelulab's kernels (impl "kernel", torch.autograd.Function) go through torch.autograd.grad with
     create_graph=True instead: torch.compile of torch.func.vjp of an autograd.Function silently differentiates the
     Function's forward and ignores its backward (measured with torch 2.13), while torch.autograd.grad honours it
-    in eager and compiled code alike."""
-    if getattr(fn, "kernel", None) is not None or getattr(fn, "autograd_derivative", False):
+    in eager and compiled code alike. Their float64 inputs take the formula, differentiated by torch.func.vjp
+    (aot_autograd has no double backward through torch.autograd.grad)."""
+    if getattr(fn, "kernel", None) is not None:
+        d_float64 = derivative(fn.float64, activation)
 
         def d(x):
+            if x.dtype == torch.float64:
+                return d_float64(x)
             with torch.enable_grad():
                 xr = x if x.requires_grad else x.detach().requires_grad_(True)
                 y = fn(xr)
                 (g,) = torch.autograd.grad(y, xr, torch.ones_like(y), create_graph=True)
             return g
 
-        d.autograd_derivative = True
+        d.kernel = fn.kernel
+        d.float64 = d_float64
         return d
 
     def d(x):
