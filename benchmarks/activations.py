@@ -21,9 +21,10 @@ the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE
 it (it is recorded); to benchmark without it, unset it on the command line of that one run:
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
-Default grid on a CPU: 4 activations × 2 impls × 2 directions × 5 sizes (1e3..1e7) × 2 dtypes (float32,
-bfloat16) × 2 modes (numpy: eager only), 1120 cells, about 10 min on the 2-core reference machine; --full adds
-float16 and float64 (issue 5's whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
+Default grid on a CPU: 4 activations × 3 impls (builtin, formula, kernel) × 2 directions × 5 sizes (1e3..1e7)
+× 2 dtypes (float32, bfloat16) × 2 modes (numpy: eager only), 1680 cells (with 2 impls, 1120 cells took about
+10 min on the 2-core reference machine); --full adds float16 and float64 (3360 cells; with 2 impls 2240 cells took
+22 min there, 34 min with cold compiler caches);
 --device gpu on a machine with a GPU (sizes to 1e8).
 
 Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
