@@ -69,9 +69,9 @@ class _Compiled:
     eagerly (compiled once per rank; bfloat16/float16 are cast outside it, so no dtype recompiles), and traced as
     plain ops under a compiler. Returns a tensor, or a tuple for a tuple of kernels."""
 
-    def __init__(self, *fns, bf16=None):
+    def __init__(self, *fns, bf16=False):
         self.fns = fns
-        self.bf16 = bf16  # the kernel's bfloat16 variant (core.kernels.kernel_function), traced only under a compiler
+        self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.kernels.kernel_function
         self._compiled = None
 
     def _run(self, x):
@@ -93,7 +93,7 @@ class _Compiled:
             y = self._compiled(x)
         if dtype == torch.float32:
             return y
-        if dtype == torch.bfloat16 and self.bf16 is not None:  # value kernels: the one bfloat16 tie (kernel_function)
+        if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
             y0 = y[0] if isinstance(y, tuple) else y
             y0 = torch.where(NS.bits_equal(x, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
             y = (y0,) + y[1:] if isinstance(y, tuple) else y0

@@ -11,8 +11,9 @@ that are 0 or normal, correctly rounded result 0 or normal: the kernels' 1-ULP c
 (NaN, +-inf, the sign of a zero result); and, per activation/order/dtype, the number of inputs where the backends
 do not all return the same bits. Results go to --out (default results/verify): chunks.jsonl (one line per finished
 chunk, appended and flushed, so an interrupted run resumes where it stopped; a run with other settings starts a new
-file), summary.json and report.md. Backends: GELULAB_BACKEND or --backend; each runs compiled where it can
-(jax.jit, torch.compile, tf.function with XLA), numpy eagerly; threads: GELULAB_THREADS (recorded).
+file), summary.json and report.md. Backends: GELULAB_BACKEND or --backend, called as eager callers call them
+(--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
+framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
 """
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", help="comma-separated backends (default: GELULAB_BACKEND or all installed)")
     parser.add_argument("--activation", help="comma-separated catalogue keys (default: every one with a kernel)")
     parser.add_argument("--order", default="0,1", help="derivative orders, from 0,1 (default both)")
+    parser.add_argument("--mode", default="eager", choices=("eager", "compiled"),
+                        help="eager (default: what eager callers get, the kernels compiled by jax.jit, XLA and "
+                             "inductor inside) or compiled (the whole call under jax.jit, torch.compile, "
+                             "tf.function with XLA; numpy stays eager)")
     parser.add_argument("--chunk", type=int, default=1 << 24, help="inputs per chunk (default 2^24)")
     parser.add_argument("--max-chunks", type=int, default=None,
                         help="stop after this many new float32 chunks (a timing run; rerun to continue)")
@@ -137,8 +142,8 @@ def _identical(outs: list[np.ndarray]) -> np.ndarray:
 class Runner:
     """Evaluates chunks: the correctly rounded reference once per (key, order), then every backend's kernel."""
 
-    def __init__(self, backends, keys, orders):
-        self.backends, self.keys, self.orders = backends, keys, orders
+    def __init__(self, backends, keys, orders, mode="eager"):
+        self.backends, self.keys, self.orders, self.mode = backends, keys, orders, mode
         self._fns = {}
         self.n_mpmath = 0
         self.bound_worst = 0.0
@@ -146,7 +151,7 @@ class Runner:
     def fn(self, b, key, order):
         k = (b.name, key, order)
         if k not in self._fns:
-            mode = "compiled" if "compiled" in b.modes else "eager"
+            mode = self.mode if self.mode in b.modes else "eager"
             self._fns[k] = b.function(key, "kernel", order, mode)
         return self._fns[k]
 
@@ -192,12 +197,13 @@ def run(args) -> int:
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     backends = [get_backend(n) for n in names]
     out = Path(args.out)
-    config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders)}
+    config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
+              "mode": args.mode}
     cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     log = out / "chunks.jsonl"
     done = _read_log(log, cid)
     out.mkdir(parents=True, exist_ok=True)
-    runner = Runner(backends, keys, orders)
+    runner = Runner(backends, keys, orders, args.mode)
     n_inputs = (FLOAT32_PATTERNS + stride - 1) // stride
     n_chunks = (n_inputs + args.chunk - 1) // args.chunk
     todo = [c for c in range(n_chunks) if ("float32", c) not in done]
@@ -267,7 +273,7 @@ def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, b
     total_evals = FLOAT32_PATTERNS // config["stride"]
     return {
         "config": config, "float32_chunks_done": f32_done, "float32_chunks": n_chunks,
-        "complete": f32_done == n_chunks, "passed": passed,
+        "complete": f32_done == n_chunks, "passed": passed, "mode": config.get("mode"),
         "cells": cells, "backends_differ": differ,
         "mpmath_inputs_this_run": runner.n_mpmath, "float64_bound_check_worst": runner.bound_worst,
         "throughput_inputs_per_s": rate,
@@ -283,7 +289,8 @@ def report_md(s: dict) -> str:
         "# gelulab verify: float32 kernels against the correctly rounded result", "",
         f"float32 inputs: every {cfg['stride']}th bit pattern" if cfg["stride"] > 1 else "float32 inputs: all 2^32 bit patterns",
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
-        "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) + ".", "",
+        "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
+        f" ({cfg.get('mode', 'eager')} mode).", "",
         f"Verdict: {'every normal result within 1 ULP, special values as specified' if s['passed'] else 'FAILED'}. "
         f"Throughput {s['throughput_inputs_per_s'] or 0:.3g} float32 inputs/s (all backends, forms and orders); "
         f"the whole 2^32 run at that rate: {(s['estimated_total_seconds'] or 0) / 3600:.2f} h. "
