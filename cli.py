@@ -1,4 +1,4 @@
-"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify | merge`.
+"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify | merge | verify`.
 
 The only module that imports experiments and benchmarks. Each command module provides
 `add_arguments(parser)` and `run(args) -> int`; `gelulab run` is the main job (parity summary + moons with a few
@@ -20,6 +20,8 @@ COMMANDS = {
     "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
     "identify": ("gelulab.identify_command", "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
     "merge": ("gelulab.experiments.merge.command", "results of several machines, devices or versions side by side"),
+    "verify": ("gelulab.experiments.verify.command",
+               "every float32 input (or a stride of them) through each backend's float32 kernel, against the correctly rounded value"),
 }
 
 

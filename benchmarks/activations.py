@@ -4,7 +4,7 @@ Times every activation of the catalogue (core.activations) in every selected bac
 benchmarks/grid.py (impl × direction × size × dtype × mode × device), with the shared timer of
 benchmarks/timer.py and the framework hooks of backends/<name>/bench.py, and reports each cell as elements/s,
 effective GB/s and % of the copy bandwidth measured in the same run (benchmarks/bandwidth.py), plus the
-GELU ÷ ReLU and formula ÷ builtin ratios (benchmarks/analysis.py).
+GELU ÷ ReLU, formula ÷ builtin and kernel ÷ builtin ratios (benchmarks/analysis.py).
 
 Usage:
   python -m benchmarks.activations [filters] [--quick] [--out DIR]       (also: gelulab bench ...)
@@ -21,9 +21,10 @@ loads (thread counts, JAX x64, no TF32), and the thread counts actually in effec
 it (it is recorded); to benchmark without it, unset it on the command line of that one run:
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
-Default grid on a CPU: 4 activations × 2 impls × 2 directions × 5 sizes (1e3..1e7) × 2 dtypes (float32,
-bfloat16) × 2 modes (numpy: eager only), 1120 cells, about 10 min on the 2-core reference machine; --full adds
-float16 and float64 (the whole grid, 2240 cells, 22 min there, 34 min with cold compiler caches);
+Default grid on a CPU: 4 activations × 3 impls (builtin, formula, kernel) × 2 directions × 5 sizes (1e3..1e7)
+× 2 dtypes (float32, bfloat16) × 2 modes (numpy: eager only), 1680 cells (with 2 impls, 1120 cells took about
+10 min on the 2-core reference machine); --full adds float16 and float64 (3360 cells; with 2 impls 2240 cells took
+22 min there, 34 min with cold compiler caches);
 --device gpu on a machine with a GPU (sizes to 1e8).
 
 Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
@@ -235,6 +236,7 @@ def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict
         "cells": rows,
         "ratios": {"gelu_over_relu": analysis.gelu_over_relu(rows),
                    "formula_over_builtin": analysis.formula_over_builtin(rows),
+                   "kernel_over_builtin": analysis.kernel_over_builtin(rows),
                    "train_step_gelu_over_relu": analysis.gelu_over_relu(list(train_rows))},
         "train_step": list(train_rows),
         "skipped": grid_info["skipped"],

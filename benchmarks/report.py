@@ -12,6 +12,7 @@ from gelulab.core.report import fmt, markdown_table
 FOCUS_DTYPE = "float32"
 FOCUS_SIZES = (10**6, 10**7)
 GOAL = 1.2  # gelulab's formula within 1.2x of the builtin at 1e6 float32
+KERNEL_GOAL = "≤ 1.5 compiled, aim 1.2; ≤ 3 torch eager"  # gelulab's float32 kernels at 1e6 float32
 
 
 def focus(result: dict) -> tuple[str, list[int]]:
@@ -39,8 +40,8 @@ def _order(key: tuple) -> tuple:
 
 
 def ratio_tables(result: dict, dtype: str, size: int) -> str:
-    """Markdown: the formula ÷ builtin and GELU ÷ ReLU (every activation ÷ the baseline) pivots at one dtype and
-    size."""
+    """Markdown: the formula ÷ builtin, kernel ÷ builtin and GELU ÷ ReLU (every activation ÷ the baseline) pivots at
+    one dtype and size."""
     fb = [e for e in result["ratios"]["formula_over_builtin"] if (e["dtype"], e["size"]) == (dtype, size)]
     gr = [e for e in result["ratios"]["gelu_over_relu"] if (e["dtype"], e["size"]) == (dtype, size)]
     acts = [a for a in ACTIVATIONS if any(e["activation"] == a for e in fb)]
@@ -49,6 +50,12 @@ def ratio_tables(result: dict, dtype: str, size: int) -> str:
     out += markdown_table(["backend", "device", "mode", "direction"] + acts,
                           _pivot(fb, ("backend", "device", "mode", "direction"), "activation", acts)) if fb else \
         "(no pair of formula and builtin cells)\n"
+    kb = [e for e in result["ratios"].get("kernel_over_builtin", []) if (e["dtype"], e["size"]) == (dtype, size)]
+    if kb:
+        kacts = [a for a in ACTIVATIONS if any(e["activation"] == a for e in kb)]
+        out += f"\n### kernel ÷ builtin, {dtype}, n = {size:.0e} (goal {KERNEL_GOAL})\n\n"
+        out += markdown_table(["backend", "device", "mode", "direction"] + kacts,
+                              _pivot(kb, ("backend", "device", "mode", "direction"), "activation", kacts))
     out += (f"\n### GELU ÷ ReLU: each activation ÷ {ACTIVATIONS[BASELINE].label} (same impl), {dtype}, "
             f"n = {size:.0e}\n\n")
     out += markdown_table(["backend", "device", "mode", "impl", "direction"] + gelus,
@@ -59,12 +66,12 @@ def ratio_tables(result: dict, dtype: str, size: int) -> str:
 
 def pct_table(result: dict, dtype: str, size: int) -> str:
     """Markdown: % of copy bandwidth of every timed cell at one dtype and size, one row per backend, device, mode
-    and direction, one column per activation and impl ("b" builtin, "f" formula)."""
+    and direction, one column per activation and impl ("b" builtin, "f" formula, "k" kernel)."""
     cells = [c for c in result["cells"] if (c["dtype"], c["size"]) == (dtype, size) and "pct_copy" in c]
     cols = [(a, i) for a in ACTIVATIONS for i in IMPLS[::-1] if any((c["activation"], c["impl"]) == (a, i)
                                                                        for c in cells)]
     entries = [{**c, "col": (c["activation"], c["impl"]), "ratio": c["pct_copy"]} for c in cells]
-    head = f"### % of copy bandwidth, {dtype}, n = {size:.0e} (b: builtin, f: formula)\n\n"
+    head = f"### % of copy bandwidth, {dtype}, n = {size:.0e} (b: builtin, f: formula, k: kernel)\n\n"
     if not cells:
         return head + "(no timed cell)\n"
     return head + markdown_table(["backend", "device", "mode", "direction"] + [f"{a} {i[0]}" for a, i in cols],

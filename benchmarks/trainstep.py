@@ -8,7 +8,7 @@ here from core.training's builders (the benchmark does not depend on the experim
 forward, backward and the Adam update of every parameter. Modes: "eager" (op by op: jax un-jitted, torch eager,
 TF eager) and "compiled" (jax.jit, torch.compile, tf.function(jit_compile=True)).
 
-Cells: backend × device × mode × activation (relu, gelu_none: ReLU vs exact GELU) × impl (builtin, formula) ×
+Cells: backend × device × mode × activation (relu, gelu_none: ReLU vs exact GELU) × impl (builtin, formula, kernel) ×
 dtype (float32, float64: the moons training dtypes). The cells of one (backend, device, dtype, mode) are timed
 side by side with the shared timer (benchmarks.runner.run_calls, interleaved blocks), so their GELU ÷ ReLU
 ratio is fair. Rows carry the activation-benchmark axes with direction "train step" and size = the batch size

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gelulab.core import formulas, mp_forms
 
-IMPLS = ("formula", "builtin")
+IMPLS = ("formula", "builtin", "kernel")
 
 
 # --- builtins: what each framework's own function is, resolved by the backend ------------------------------------

@@ -19,6 +19,9 @@ from gelulab.core.contract import Capabilities
 from gelulab.core.dtypes import DTYPES, get_dtype
 
 ORDERS = (0, 1, 2)
+# The implementation Backend.relu/gelu/function use when none is named: "formula" (float64-widened, correctly
+# rounded) or "kernel" (float32 only, within 1 ULP, fast); switching gelulab's default is this one line.
+DEFAULT_IMPL = "formula"
 
 
 @dataclass(frozen=True)
@@ -55,17 +58,18 @@ class Backend:
         """Framework array -> numpy array of the same dtype and shape (on the host)."""
         return self.module.to_numpy(x)
 
-    def relu(self, x, impl: str = "formula"):
+    def relu(self, x, impl: str = DEFAULT_IMPL):
         """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.dtypes (float64, float32, bfloat16,
-        float16), any shape; impl: "formula" or "builtin". Returns the same dtype and shape. Raises TypeError
-        naming the dtype for an integer, bool or other non-float array (the frameworks disagree on what ReLU of
-        an integer array returns: float32, float64 or int32)."""
+        float16), any shape; impl: "formula", "builtin" or "kernel". Returns the same dtype and shape. Raises
+        TypeError naming the dtype for an integer, bool or other non-float array (the frameworks disagree on what
+        ReLU of an integer array returns: float32, float64 or int32)."""
         self.check_float(x, "relu")
         return self.function(activation_key("relu"), impl)(x)
 
-    def gelu(self, x, approximate: str = "none", impl: str = "formula"):
+    def gelu(self, x, approximate: str = "none", impl: str = DEFAULT_IMPL):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
-        string (bool/None raise ValueError); impl: "formula" (gelulab's accurate one) or "builtin".
+        string (bool/None raise ValueError); impl: "formula" (gelulab's correctly rounded one, computed in the
+        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.kernels).
         x: framework array of a float dtype of core.dtypes, any shape; returns the same dtype and shape. Raises
         TypeError naming the dtype for a non-float array."""
         key = activation_key("gelu", approximate)
@@ -83,7 +87,7 @@ class Backend:
             raise TypeError(f"{what}: {self.name} array of dtype {shown or dt}; expected a floating dtype, one of "
                             f"{list(DTYPES)} (cast it first, e.g. to float32)") from None
 
-    def function(self, key: str, impl: str = "formula", order: int = 0, mode: str = "eager") -> Callable:
+    def function(self, key: str, impl: str = DEFAULT_IMPL, order: int = 0, mode: str = "eager") -> Callable:
         """The elementwise callable for catalogue entry `key`: its value (order 0) or its order-th derivative via
         the framework's autodiff, eager or compiled.
 
@@ -120,7 +124,25 @@ class Backend:
                 return act.formula(xp, x)
 
         formula.activation = act
+        if impl == "kernel":
+            return self._kernel(act, formula)
         return formula
+
+    def _kernel(self, act, formula):
+        # gelulab's float32 kernel (backends/<name>/kernels.py) for float32, bfloat16 and float16; float64 has no
+        # float32 kernel and takes the formula, which computes it in float64
+        k = self.module.kernel(act)
+        if k is None:
+            raise ValueError(f"backend {self.name!r} has no kernel for {act.key!r}; use impl='formula'")
+        dtype_name = self.module.dtype_name
+
+        def kernel(x):
+            return formula(x) if dtype_name(x) == "float64" else k(x)
+
+        kernel.activation = act
+        kernel.kernel = k
+        kernel.float64 = formula
+        return kernel
 
     def versions(self) -> dict:
         """{package: version string} for the framework packages this backend uses."""

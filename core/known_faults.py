@@ -12,7 +12,7 @@ its flagged cells by kind, and a flagged cell that matches no entry is NEW (`--f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KINDS = {
     "upstream": "upstream fault, reported (link)",
@@ -363,6 +363,12 @@ KNOWN_FAULTS: tuple[KnownFault, ...] = (
     _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (1, 2), ('grid',), ('bfloat16', 'float16'), ('eager',)),
     _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (2,), ('large',), ('bfloat16', 'float16'), ('compiled',)),
     _f(SILU_LOW_PRECISION_GRAD, "torch", ("silu",), (2,), ('large',), ('bfloat16',), ('eager',)),
+)
+
+
+# impl "kernel" computes float64 inputs with the formula: its float64 cells share the formula's faults
+KNOWN_FAULTS = KNOWN_FAULTS + tuple(
+    replace(f, impl="kernel") for f in KNOWN_FAULTS if f.impl == "formula" and f.dtypes == ("float64",)
 )
 
 

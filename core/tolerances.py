@@ -84,6 +84,17 @@ for _order in (0, 1, 2):
                                              atol_root=4 * _eps("float64") if _order else 0)
 
 
+# gelulab's float32 kernels (core.kernels): within 1 ULP of the correctly rounded value in float32, bfloat16 and
+# float16, values and first derivatives; second derivatives within 4 ULP in float32 (1 ULP in bfloat16/float16).
+# float64 inputs take the formula, so they keep its goal.
+KERNEL_GOALS: dict[tuple[str, int], Tol] = {}
+for _order in (0, 1, 2):
+    KERNEL_GOALS[("bfloat16", _order)] = Tol(max_ulp=1)
+    KERNEL_GOALS[("float16", _order)] = Tol(max_ulp=1)
+    KERNEL_GOALS[("float32", _order)] = Tol(max_ulp=1 if _order < 2 else 4)
+    KERNEL_GOALS[("float64", _order)] = FORMULA_GOALS[("float64", _order)]
+
+
 @dataclass(frozen=True)
 class Override:
     """A platform behaviour that changes the tolerance for matching cells. None matches anything.
@@ -134,10 +145,11 @@ def in_root_window(key: str, order: int, x) -> np.ndarray:
 
 
 def tolerance(group, region: str | None = None) -> Tol:
-    """The Tol for a experiments.parity.engine.Group: FORMULA_GOALS for impl "formula", else TOLERANCES (its atol_root applies
-    inside the entry's root windows only, see experiments.parity.engine); a matching Override switches on flush_subnormals. `region` is
+    """The Tol for a experiments.parity.engine.Group: FORMULA_GOALS for impl "formula", KERNEL_GOALS for "kernel",
+    else TOLERANCES (its atol_root applies inside the entry's root windows only, see experiments.parity.engine); a
+    matching Override switches on flush_subnormals. `region` is
     accepted for symmetry with the known faults and not used."""
-    table = FORMULA_GOALS if group.impl == "formula" else TOLERANCES
+    table = {"formula": FORMULA_GOALS, "kernel": KERNEL_GOALS}.get(group.impl, TOLERANCES)
     tol = table[(group.dtype, group.order)]
     if any(o.flush_subnormals for o in overrides_for(group)):
         tol = replace(tol, flush_subnormals=True)

@@ -15,7 +15,7 @@ from gelulab.benchmarks.bandwidth import cell_throughput, framework_copy, traffi
 from gelulab.benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from_filters
 from gelulab.benchmarks.runner import counter_growth, hooks, input_array, run_cell
 from gelulab.benchmarks.timer import QUICK, TimerConfig, measure, timed_blocks, warm_up
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.dtypes import get_dtype
 
 # ---------------------------------------------------------------------------------------------------- the timer
@@ -125,10 +125,10 @@ def test_full_cpu_grid_is_the_issue_grid(monkeypatch):
     assert spec.devices == ("cpu",)
     assert spec.sizes_for("cpu") == (10**3, 10**4, 10**5, 10**6, 10**7)
     assert spec.sizes_for("gpu")[-1] == 10**8
-    # issue 5: every catalogue activation x 2 impls x 2 directions x 5 sizes x 4 dtypes x 2 modes
-    n = len(ACTIVATIONS)
-    assert len(spec.cells("jax", "cpu", ("eager", "compiled"))) == n * 2 * 2 * 5 * 4 * 2
-    assert len(spec.cells("numpy", "cpu", ("eager",))) == n * 2 * 2 * 5 * 4
+    # every catalogue activation x every impl x 2 directions x 5 sizes x 4 dtypes x 2 modes
+    n = len(ACTIVATIONS) * len(IMPLS)
+    assert len(spec.cells("jax", "cpu", ("eager", "compiled"))) == n * 2 * 5 * 4 * 2
+    assert len(spec.cells("numpy", "cpu", ("eager",))) == n * 2 * 5 * 4
     assert set(spec.activations) == set(ACTIVATIONS)
 
 
@@ -194,9 +194,9 @@ def test_train_step_cells_follow_the_grid_filters():
     spec = spec_from_filters(backends=["torch"], activations=["gelu_none", "gelu_tanh"], dtypes=["float64", "float16"],
                              modes=["compiled"])
     cells = trainstep.cells(spec, "torch", "cpu", ("eager", "compiled"))
-    # gelu_tanh and float16 have no train-step cell; relu is filtered out; both impls by default
+    # gelu_tanh and float16 have no train-step cell; relu is filtered out; every impl by default
     assert [(c["activation"], c["impl"], c["dtype"], c["mode"]) for c in cells] == [
-        ("gelu_none", "formula", "float64", "compiled"), ("gelu_none", "builtin", "float64", "compiled")]
+        ("gelu_none", impl, "float64", "compiled") for impl in IMPLS]
     assert trainstep.cells(spec_from_filters(), "numpy", "cpu", ("eager",)) == []
     parser = argparse.ArgumentParser()
     bench_cli.add_arguments(parser)
@@ -357,8 +357,8 @@ def test_quick_run_writes_valid_output(quick_run):
     bw = result["copy_bandwidth"]["gbps"]
     assert math.isfinite(bw) and bw > 0
     cells = result["cells"]
-    # quick grid: relu, gelu_none x 2 impls x 2 directions, float32, n = 1e4, per mode the backend offers
-    expected = sum(8 * (1 if name == "numpy" else 2) for name in selected_backends())
+    # quick grid: relu, gelu_none x every impl x 2 directions, float32, n = 1e4, per mode the backend offers
+    expected = sum(4 * len(IMPLS) * (1 if name == "numpy" else 2) for name in selected_backends())
     assert len(cells) == expected
     for c in cells:
         _check_timed_row(c)
@@ -366,15 +366,16 @@ def test_quick_run_writes_valid_output(quick_run):
         assert _close(c["gbps"], 2 * c["size"] * 4 / c["median_s"] / 1e9)  # float32: 4 bytes read + 4 written
         assert _close(c["pct_copy"], 100 * c["gbps"] / bw)
     by_key = {tuple(c[a] for a in AXES): c for c in cells}
-    fb = result["ratios"]["formula_over_builtin"]
-    assert len(fb) == len(cells) // 2
-    for r in fb:
-        f = by_key[tuple("formula" if a == "impl" else r[a] for a in AXES)]
-        b = by_key[tuple("builtin" if a == "impl" else r[a] for a in AXES)]
-        assert _close(r["ratio"], f["median_s"] / b["median_s"])
+    for impl in ("formula", "kernel"):
+        fb = result["ratios"][f"{impl}_over_builtin"]
+        assert len(fb) == len(cells) // len(IMPLS)
+        for r in fb:
+            f = by_key[tuple(impl if a == "impl" else r[a] for a in AXES)]
+            b = by_key[tuple("builtin" if a == "impl" else r[a] for a in AXES)]
+            assert _close(r["ratio"], f["median_s"] / b["median_s"])
     _check_gelu_over_relu(result["ratios"]["gelu_over_relu"], cells)
     md = (out / "bench.md").read_text()
-    assert "formula ÷ builtin" in md and "GELU ÷ ReLU" in md
+    assert "formula ÷ builtin" in md and "kernel ÷ builtin" in md and "GELU ÷ ReLU" in md
     for name in selected_backends():
         png = out / f"throughput_{name}_float32.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

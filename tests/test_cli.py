@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gelulab import cli as gelulab
+from gelulab.core.activations import IMPLS
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--backend", "numpy", "--order", "0", "--activation", "relu", "--no-plots"]
@@ -66,8 +67,8 @@ def test_repeated_values_give_the_same_cells(capsys, tmp_path):
                              r["region"]) for r in rows)
     assert cells["twice"] == cells["once"]
     assert len(set(cells["once"])) == len(cells["once"])
-    # numpy: formula and builtin ReLU, float16, eager, order 0, one cell per region
-    assert {c[1] for c in cells["once"]} == {"formula", "builtin"} and {c[3] for c in cells["once"]} == {"float16"}
+    # numpy: ReLU in every implementation, float16, eager, order 0, one cell per region
+    assert {c[1] for c in cells["once"]} == set(IMPLS) and {c[3] for c in cells["once"]} == {"float16"}
 
 
 def test_absent_device_is_one_line_and_exit_code_2(tmp_path):

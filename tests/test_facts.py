@@ -8,10 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.reference import reference
-
-IMPLS = ["formula", "builtin"]
 
 
 def _run(backend, key, x, impl, order=0, mode="eager"):

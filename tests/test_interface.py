@@ -11,7 +11,7 @@ import pytest
 
 from gelulab.backends import BackendUnavailable, get_backend, parse_backend_list
 from gelulab.core import config
-from gelulab.core.activations import ACTIVATIONS, check_mode
+from gelulab.core.activations import ACTIVATIONS, IMPLS, check_mode
 from gelulab.core.dtypes import DTYPES
 
 
@@ -43,14 +43,14 @@ def test_conversion_round_trip_keeps_dtype_and_values(dtype, backend):
     assert back.dtype == a.dtype
     assert np.array_equal(back.astype(np.float64), a.astype(np.float64))
     for key in ACTIVATIONS:
-        for impl in ("formula", "builtin"):
+        for impl in IMPLS:
             y = backend.to_numpy(backend.function(key, impl)(x))
             assert y.dtype == a.dtype and y.shape == a.shape, (key, impl, y.dtype)
 
 
 def test_gelu_is_deterministic(backend):
     x = backend.asarray(np.linspace(-8, 8, 10001).astype(np.float32))
-    for impl in ("formula", "builtin"):
+    for impl in IMPLS:
         a = backend.to_numpy(backend.gelu(x, "none", impl))
         b = backend.to_numpy(backend.gelu(x, "none", impl))
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))

@@ -21,9 +21,8 @@ import scipy.special
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gelulab.core.activations import ACTIVATIONS, get_activation
+from gelulab.core.activations import ACTIVATIONS, IMPLS, get_activation
 
-IMPLS = ["formula", "builtin"]
 DTYPES = {"float64": np.float64, "float32": np.float32}
 
 

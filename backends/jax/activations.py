@@ -176,6 +176,16 @@ def builtin(activation):
     return activation.builtin("jax")
 
 
+def kernel(activation):
+    """gelulab's float32 kernel for a catalogue entry (backends/jax/kernels.py), or None where there is none.
+    It takes float32, bfloat16 and float16 arrays; Backend routes float64 to the formula."""
+    from gelulab.backends.jax import kernels
+
+    from gelulab.core.kernels import KERNELS
+
+    return kernels.kernel(activation.key) if activation.key in KERNELS else None
+
+
 def derivative(fn, activation):
     """Elementwise derivative through jax.vjp with a cotangent of ones (apply twice for f'')."""
 

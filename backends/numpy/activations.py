@@ -116,10 +116,32 @@ def builtin(activation):
     return fn
 
 
+def kernel(activation):
+    """gelulab's float32 kernel for a catalogue entry (backends/numpy/kernels.py), or None where there is none.
+    It takes float32, bfloat16 and float16 arrays; Backend routes float64 to the formula."""
+    from gelulab.backends.numpy import kernels
+
+    from gelulab.core.kernels import KERNELS
+
+    return kernels.kernel(activation.key) if activation.key in KERNELS else None
+
+
 def derivative(fn, activation):
     """numpy has no autodiff: the derivative of any numpy implementation of `activation` is the catalogue's closed
     form, in the wide dtype, evaluated on the input clamped to the entry's `clamp` point and taking its `limits`
-    beyond it. One call raises the order by one (max 2)."""
+    beyond it, except for gelulab's kernels (impl "kernel"), which carry their own derivative kernels. One call
+    raises the order by one (max 2)."""
+    k = getattr(fn, "kernel", None)
+    if k is not None:  # impl "kernel": the kernel's own derivative, float64 by the closed form
+        d_float64 = derivative(fn.float64, activation)
+
+        def d_kernel(x):
+            return d_float64(x) if np.asarray(x).dtype == np.float64 else k.d(x)
+
+        d_kernel.kernel = getattr(k, "d", None) and k.d
+        d_kernel.float64 = d_float64
+        d_kernel.order = d_float64.order
+        return d_kernel
     order = getattr(fn, "order", 0) + 1
     if order > 2:
         raise ValueError(f"the numpy backend has closed-form derivatives up to order 2, not {order}")

@@ -127,8 +127,39 @@ def builtin(activation):
     return activation.builtin("torch")
 
 
+def kernel(activation):
+    """gelulab's float32 kernel for a catalogue entry (backends/torch/kernels.py), or None where there is none.
+    It takes float32, bfloat16 and float16 arrays; Backend routes float64 to the formula."""
+    from gelulab.backends.torch import kernels
+
+    from gelulab.core.kernels import KERNELS
+
+    return kernels.kernel(activation.key) if activation.key in KERNELS else None
+
+
 def derivative(fn, activation):
-    """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'')."""
+    """Elementwise derivative through torch.func.vjp with a cotangent of ones (composable: apply twice for f'').
+
+    gelulab's kernels (impl "kernel", torch.autograd.Function) go through torch.autograd.grad with
+    create_graph=True instead: torch.compile of torch.func.vjp of an autograd.Function silently differentiates the
+    Function's forward and ignores its backward (measured with torch 2.13), while torch.autograd.grad honours it
+    in eager and compiled code alike. Their float64 inputs take the formula, differentiated by torch.func.vjp
+    (aot_autograd has no double backward through torch.autograd.grad)."""
+    if getattr(fn, "kernel", None) is not None:
+        d_float64 = derivative(fn.float64, activation)
+
+        def d(x):
+            if x.dtype == torch.float64:
+                return d_float64(x)
+            with torch.enable_grad():
+                xr = x if x.requires_grad else x.detach().requires_grad_(True)
+                y = fn(xr)
+                (g,) = torch.autograd.grad(y, xr, torch.ones_like(y), create_graph=True)
+            return g
+
+        d.kernel = fn.kernel
+        d.float64 = d_float64
+        return d
 
     def d(x):
         out, vjp = torch.func.vjp(fn, x)

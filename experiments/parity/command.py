@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", help="modes, of ['eager', 'compiled']")
     parser.add_argument("--device", help="cpu, gpu or tpu (default: GELULAB_DEVICE or cpu)")
     parser.add_argument("--activation", help=f"catalogue keys, of {list(ACTIVATIONS)}")
-    parser.add_argument("--impl", help="formula, builtin")
+    parser.add_argument("--impl", help=f"implementations, of {list(IMPLS)}")
     parser.add_argument("--order", help="derivative orders, of 0,1,2")
     parser.add_argument("--out", default="results/parity",
                         help="output folder (default results/parity); rerunning with the same folder resumes")

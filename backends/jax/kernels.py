@@ -1,0 +1,92 @@
+"""JAX glue for gelulab's float32 kernels (core.kernels): the kernel namespace over jax.numpy and jax.lax, and each
+kernel as a jax.jit-compiled function with its own derivative (jax.custom_vjp), composable to second order.
+
+`kernel(key)(x)`: x a jax.Array of float32, bfloat16 or float16 (computed in float32, rounded once); its vjp is
+g * f'(x) by the f' kernel, whose own vjp is g * f''(x), so jax.grad(jax.grad(...)) runs the kernels too. Each
+callable is wrapped in jax.jit: eager callers get one fused XLA computation, and inside a user's jit it inlines.
+No global setting is changed (in particular not jax_enable_x64): every value is float32.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gelulab.core import kernels as K
+
+NAME = "jax"
+
+
+class _Namespace:
+    """The array operations core.kernels uses, in jax.numpy / jax.lax, float32 throughout."""
+
+    @staticmethod
+    def where(c, a, b):
+        return jnp.where(c, jnp.float32(a) if isinstance(a, float) else a, jnp.float32(b) if isinstance(b, float) else b)
+
+    abs = staticmethod(jnp.abs)
+    rint = staticmethod(jnp.round)  # round half to even
+
+    @staticmethod
+    def keep_bits(x, bits: int):
+        mask = np.uint32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)
+        u = jax.lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), jnp.uint32)
+        return jax.lax.bitcast_convert_type(u & mask, jnp.float32)
+
+    @staticmethod
+    def bits_equal(x, u: int):
+        return jax.lax.bitcast_convert_type(x, jnp.uint32) == np.uint32(u)
+
+    @staticmethod
+    def pow2(k):
+        e = (jnp.asarray(k, jnp.float32).astype(jnp.int32) + 127) << 23
+        return jax.lax.bitcast_convert_type(e, jnp.float32)
+
+
+NS = _Namespace()
+
+
+def _in_float32(key, order):
+    def run(x):
+        fn = K.kernel_function(key, order, x.dtype.name)
+        return fn(NS, x.astype(jnp.float32)).astype(x.dtype)
+
+    return run
+
+
+@cache
+def kernel(key: str):
+    """The kernel of catalogue entry `key` (KeyError if none) as a jitted function with custom vjp; see module."""
+    K.KERNELS[key]
+    f0, f1, f2 = (_in_float32(key, o) for o in range(3))
+
+    d2 = jax.jit(f2)
+
+    @jax.custom_vjp
+    def d1(x):
+        return f1(x)
+
+    def d1_fwd(x):
+        return f1(x), x
+
+    def d1_bwd(x, g):
+        return (g * d2(x),)
+
+    d1.defvjp(d1_fwd, d1_bwd)
+
+    @jax.custom_vjp
+    def f(x):
+        return f0(x)
+
+    def f_fwd(x):
+        return f0(x), x
+
+    def f_bwd(x, g):
+        return (g * d1(x),)
+
+    f.defvjp(f_fwd, f_bwd)
+    fn = jax.jit(f)
+    fn.derivatives = (jax.jit(d1), d2)
+    return fn

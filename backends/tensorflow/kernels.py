@@ -1,0 +1,93 @@
+"""TensorFlow glue for gelulab's float32 kernels (core.kernels): the kernel namespace over tf, and each kernel as a
+tf.custom_gradient function whose gradient is the f' kernel, itself a tf.custom_gradient function with the f''
+kernel, so nested GradientTapes compose to second order (and the second-order graph of ReLU stays connected).
+
+Each kernel runs as one tf.function(jit_compile=True) XLA computation (compiled per shape and dtype on first use;
+inside a caller's tf.function it is inlined into the caller's graph). bfloat16/float16 are computed in float32
+and rounded once; no global TensorFlow setting is changed.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import tensorflow as tf
+
+from gelulab.core import kernels as K
+
+NAME = "tensorflow"
+
+
+def _i32(u: int) -> int:
+    return u - (1 << 32) if u >= (1 << 31) else u
+
+
+def _t(v):
+    return v if tf.is_tensor(v) else tf.constant(np.float32(v))
+
+
+class _Namespace:
+    """The array operations core.kernels uses, in TensorFlow, float32 throughout."""
+
+    @staticmethod
+    def where(c, a, b):
+        a, b = _t(a), _t(b)
+        return tf.where(c, a, b)
+
+    abs = staticmethod(tf.abs)
+    rint = staticmethod(tf.math.round)  # round half to even
+
+    @staticmethod
+    def keep_bits(x, bits: int):
+        mask = tf.constant(_i32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF), tf.int32)
+        return tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(_t(x), tf.int32), mask), tf.float32)
+
+    @staticmethod
+    def pow2(k):
+        e = tf.bitwise.left_shift(tf.cast(k, tf.int32) + 127, tf.constant(23, tf.int32))
+        return tf.bitcast(e, tf.float32)
+
+    @staticmethod
+    def bits_equal(x, u: int):
+        return tf.equal(tf.bitcast(x, tf.int32), tf.constant(_i32(u), tf.int32))
+
+
+NS = _Namespace()
+
+
+_NAMES = {tf.float32: "float32", tf.bfloat16: "bfloat16", tf.float16: "float16"}
+
+
+def _compiled(key, order):
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def run(x):
+        fn = K.kernel_function(key, order, _NAMES[x.dtype])
+        if x.dtype == tf.float32:
+            return fn(NS, x)
+        return tf.cast(fn(NS, tf.cast(x, tf.float32)), x.dtype)
+
+    return run
+
+
+@cache
+def kernel(key: str):
+    """The kernel of catalogue entry `key` (KeyError if none): a callable on tf tensors of float32, bfloat16 or
+    float16 (any shape), differentiable to second order through its own f' and f'' kernels."""
+    K.KERNELS[key]
+    k0, k1, k2 = (_compiled(key, o) for o in range(3))
+
+    @tf.custom_gradient
+    def d1(x):
+        def grad(g):
+            return g * k2(x)
+
+        return k1(x), grad
+
+    @tf.custom_gradient
+    def f(x):
+        def grad(g):
+            return g * d1(x)
+
+        return k0(x), grad
+
+    return f

@@ -1,0 +1,152 @@
+"""PyTorch glue for gelulab's float32 kernels (core.kernels): the kernel namespace over torch, each kernel as a
+torch.autograd.Function whose backward is the next kernel (f' then f''), so torch.autograd.grad(...,
+create_graph=True) and torch.func.vjp compose to second order, and one fused kernel per call in eager mode.
+
+Eager calls run the kernel through torch.compile(dynamic=True) (inductor): one fused loop instead of a hundred
+elementwise passes, compiled once per kernel and rank on the first call (its latency is measured by `gelulab bench`
+and the README); inside a torch.compile'd caller the kernel's ops are traced into the caller's graph instead.
+With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
+backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
+calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
+global torch setting is changed.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import torch
+
+from gelulab.core import kernels as K
+
+NAME = "torch"
+
+
+def _i32(u: int) -> int:
+    return u - (1 << 32) if u >= (1 << 31) else u
+
+
+class _Namespace:
+    """The array operations core.kernels uses, in torch, float32 throughout."""
+
+    @staticmethod
+    def where(c, a, b):
+        if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+            a = torch.full(c.shape, a, dtype=torch.float32, device=c.device)
+        return torch.where(c, a, b)
+
+    abs = staticmethod(torch.abs)
+    rint = staticmethod(torch.round)  # round half to even
+
+    @staticmethod
+    def keep_bits(x, bits: int):
+        mask = _i32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)
+        return (x.view(torch.int32) & mask).view(torch.float32)
+
+    @staticmethod
+    def pow2(k):
+        return ((k.to(torch.int32) + 127) << 23).view(torch.float32)
+
+    @staticmethod
+    def bits_equal(x, u: int):
+        return x.view(torch.int32) == _i32(u)
+
+
+NS = _Namespace()
+
+
+def _tracing() -> bool:
+    """Whether a tracer (torch.compile's dynamo, make_fx) is recording ops rather than running them."""
+    if torch.compiler.is_compiling():
+        return True
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return get_proxy_mode() is not None
+
+
+class _Compiled:
+    """A float32 kernel (or tuple of kernels sharing their work) run through torch.compile(dynamic=True) when called
+    eagerly (compiled once per rank; bfloat16/float16 are cast outside it, so no dtype recompiles), and traced as
+    plain ops under a compiler. Returns a tensor, or a tuple for a tuple of kernels."""
+
+    def __init__(self, *fns, bf16=False):
+        self.fns = fns
+        self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.kernels.kernel_function
+        self._compiled = None
+
+    def _run(self, x):
+        out = tuple(f(NS, x) for f in self.fns)
+        return out if len(out) > 1 else out[0]
+
+    def __call__(self, x):
+        dtype = x.dtype
+        if dtype != torch.float32:
+            x = x.to(torch.float32)
+        if _tracing():
+            y = self._run(x)
+        else:
+            if self._compiled is None:
+                cfg = torch._dynamo.config
+                cfg.recompile_limit = max(cfg.recompile_limit, 4096)
+                cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 16384)
+                self._compiled = torch.compile(self._run, dynamic=True, fullgraph=True)
+            y = self._compiled(x)
+        if dtype == torch.float32:
+            return y
+        if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
+            y0 = y[0] if isinstance(y, tuple) else y
+            y0 = torch.where(NS.bits_equal(x, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
+            y = (y0,) + y[1:] if isinstance(y, tuple) else y0
+        return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
+
+
+@cache
+def _kernels(key: str):
+    f0, f1, f2 = K.KERNELS[key]
+    fix = K.kernel_function(key, 0, "bfloat16") is not f0
+    return (_Compiled(f0, bf16=fix), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1, bf16=fix))
+
+
+@cache
+def kernel(key: str):
+    """The kernel of catalogue entry `key` (KeyError if none): a callable on torch tensors of float32, bfloat16
+    or float16 (any shape), differentiable to second order through its own f' and f'' kernels."""
+    k0, k1, k2, k01 = _kernels(key)
+
+    class D1(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return k1(x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * k2(x)
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return k01(x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], output[1])
+            ctx.mark_non_differentiable(output[1])
+
+        @staticmethod
+        def backward(ctx, g, _g_d):
+            x, d = ctx.saved_tensors
+            if torch.is_grad_enabled():  # a graph of the backward is being built: f' as a Function of x
+                return g * D1.apply(x)
+            return g * d
+
+    def f(x):
+        if torch.is_grad_enabled() and x.requires_grad:
+            return F.apply(x)[0]
+        return k0(x)
+
+    f.__name__ = f"{key}_kernel"
+    return f

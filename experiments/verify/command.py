@@ -1,0 +1,318 @@
+"""`gelulab verify`: every float32 bit pattern (or a fixed stride of them) through each backend's float32 kernel
+(impl "kernel"), value and first derivative, against the correctly rounded result (experiments.verify.oracle), and
+every bfloat16 and float16 bit pattern.
+
+  gelulab verify --exhaustive            all 2^32 float32 inputs (hours on 2 cores; resumable)
+  gelulab verify --stride 65537          every 65537th bit pattern (seconds; what CI runs)
+
+Reports, per backend, activation, order and dtype: the max ULP distance where the result is normal (finite inputs
+that are 0 or normal, correctly rounded result 0 or normal: the kernels' 1-ULP contract), the counts of inputs at
+1 ULP and beyond, the worst input, the max over subnormal results, and mismatches of the special-value contract
+(NaN, +-inf, the sign of a zero result); and, per activation/order/dtype, the number of inputs where the backends
+do not all return the same bits. Results go to --out (default results/verify): chunks.jsonl (one line per finished
+chunk, appended and flushed, so an interrupted run resumes where it stopped; a run with other settings starts a new
+file), summary.json and report.md. Backends: GELULAB_BACKEND or --backend, called as eager callers call them
+(--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
+framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.kernels import KERNELS
+from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.experiments.verify.oracle import check_bound, expected
+
+FLOAT32_PATTERNS = 1 << 32
+SMALL_DTYPES = ("bfloat16", "float16")
+ORDERS = (0, 1)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gelulab verify`."""
+    g = parser.add_mutually_exclusive_group(required=True)
+    g.add_argument("--exhaustive", action="store_true", help="all 2^32 float32 bit patterns")
+    g.add_argument("--stride", type=int, metavar="N", help="every N-th float32 bit pattern (N >= 1)")
+    parser.add_argument("--backend", help="comma-separated backends (default: GELULAB_BACKEND or all installed)")
+    parser.add_argument("--activation", help="comma-separated catalogue keys (default: every one with a kernel)")
+    parser.add_argument("--order", default="0,1", help="derivative orders, from 0,1 (default both)")
+    parser.add_argument("--mode", default="eager", choices=("eager", "compiled"),
+                        help="eager (default: what eager callers get, the kernels compiled by jax.jit, XLA and "
+                             "inductor inside) or compiled (the whole call under jax.jit, torch.compile, "
+                             "tf.function with XLA; numpy stays eager)")
+    parser.add_argument("--chunk", type=int, default=1 << 24, help="inputs per chunk (default 2^24)")
+    parser.add_argument("--max-chunks", type=int, default=None,
+                        help="stop after this many new float32 chunks (a timing run; rerun to continue)")
+    parser.add_argument("--out", default="results/verify", help="results folder (default results/verify)")
+
+
+def _csv(value, allowed, name):
+    if value is None:
+        return tuple(allowed)
+    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [v for v in items if v not in [str(a) for a in allowed]]
+    if not items or bad:
+        raise ValueError(f"--{name} {value!r}: expected one or more of {[str(a) for a in allowed]}")
+    return items
+
+
+def _bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _all_small(dtype: str) -> np.ndarray:
+    import ml_dtypes
+
+    dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt)
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    u = {2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
+    nbits = a.dtype.itemsize * 8
+    b = a.view(u).astype(np.int64)
+    mag = b & ((1 << (nbits - 1)) - 1)
+    return np.where((b >> (nbits - 1)) == 1, -mag, mag)
+
+
+def cell_stats(key: str, order: int, x: np.ndarray, y: np.ndarray, ref: np.ndarray, smallest_normal: float) -> dict:
+    """Accuracy figures of outputs y against the correctly rounded ref for inputs x (arrays of one dtype)."""
+    with np.errstate(all="ignore"):
+        return _cell_stats(key, order, x, y, ref, smallest_normal)
+
+
+def _cell_stats(key, order, x, y, ref, smallest_normal):
+    x64, y64, r64 = (v.astype(np.float64) for v in (x, y, ref))
+    finite = np.isfinite(x64)
+    xnan = np.isnan(x64)
+    ulp = np.abs(_ordered(y) - _ordered(ref)).astype(np.float64)
+    ulp = np.where(np.isnan(y64) | np.isnan(r64), np.where(np.isnan(y64) & np.isnan(r64), 0.0, np.inf), ulp)
+    normal_in = finite & ((x64 == 0) | (np.abs(x64) >= smallest_normal))
+    normal = normal_in & ((r64 == 0) | (np.abs(r64) >= smallest_normal))
+    sub = normal_in & ~normal & np.isfinite(r64)  # 0 or normal input, subnormal result
+    special = ~finite | (x64 == 0)
+    if not ACTIVATIONS[key].nan_derivative and order >= 1:
+        special &= ~xnan  # the catalogue judges no derivative at NaN here (ReLU'(NaN) is a framework's mask)
+    bad_special = special & (ulp != 0)
+    if order == 0 and ACTIVATIONS[key].zero_sign:
+        z = special & (y64 == 0) & (r64 == 0)
+        bad_special |= z & (np.signbit(y64) != np.signbit(r64))
+    un = np.where(normal, ulp, -1.0)
+    i = int(np.argmax(un))
+    return {
+        "n": int(x.size), "n_normal": int(normal.sum()),
+        "max_ulp": float(un.max()) if normal.any() else 0.0,
+        "n_ulp1": int((un == 1).sum()), "n_over1": int((un > 1).sum()),
+        "worst_bits": int(x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize])[i]) if normal.any() else None,
+        "max_ulp_subnormal": float(ulp[sub].max()) if sub.any() else 0.0,
+        "special_bad": int(bad_special.sum()),
+    }
+
+
+def merge(a: dict | None, b: dict) -> dict:
+    """Combine the stats of two chunks of one cell."""
+    if a is None:
+        return dict(b)
+    out = {k: a[k] + b[k] for k in ("n", "n_normal", "n_ulp1", "n_over1", "special_bad")}
+    out["max_ulp"] = max(a["max_ulp"], b["max_ulp"])
+    out["worst_bits"] = a["worst_bits"] if a["max_ulp"] >= b["max_ulp"] else b["worst_bits"]
+    out["max_ulp_subnormal"] = max(a["max_ulp_subnormal"], b["max_ulp_subnormal"])
+    return out
+
+
+def _identical(outs: list[np.ndarray]) -> np.ndarray:
+    """Mask of inputs where every backend returned the same bits (any NaN equals any NaN)."""
+    u = {2: np.uint16, 4: np.uint32}[outs[0].dtype.itemsize]
+    base, bnan = outs[0].view(u), np.isnan(outs[0].astype(np.float64))
+    same = np.ones(outs[0].shape, dtype=bool)
+    for o in outs[1:]:
+        onan = np.isnan(o.astype(np.float64))
+        same &= (o.view(u) == base) | (onan & bnan)
+    return same
+
+
+class Runner:
+    """Evaluates chunks: the correctly rounded reference once per (key, order), then every backend's kernel."""
+
+    def __init__(self, backends, keys, orders, mode="eager"):
+        self.backends, self.keys, self.orders, self.mode = backends, keys, orders, mode
+        self._fns = {}
+        self.n_mpmath = 0
+        self.bound_worst = 0.0
+
+    def fn(self, b, key, order):
+        k = (b.name, key, order)
+        if k not in self._fns:
+            mode = self.mode if self.mode in b.modes else "eager"
+            self._fns[k] = b.function(key, "kernel", order, mode)
+        return self._fns[k]
+
+    def chunk(self, x: np.ndarray, dtype: str, check: bool = False) -> dict:
+        from gelulab.core.dtypes import get_dtype
+
+        tiny = float(get_dtype(dtype).finfo.smallest_normal)
+        out = {}
+        for key in self.keys:
+            for order in self.orders:
+                with np.errstate(all="ignore"):
+                    ref, n_mp = expected(key, order, x, dtype)
+                self.n_mpmath += n_mp
+                if check:
+                    self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=16))
+                ys = []
+                for b in self.backends:
+                    with np.errstate(all="ignore"):
+                        y = b.to_numpy(self.fn(b, key, order)(b.asarray(x)))
+                    ys.append(y)
+                    out[f"{b.name}|{dtype}|{key}|{order}"] = cell_stats(key, order, x, y, ref, tiny)
+                with np.errstate(all="ignore"):
+                    same = _identical(ys)
+                    x64 = x.astype(np.float64)
+                normal = np.isfinite(x64) & ((x64 == 0) | (np.abs(x64) >= tiny))
+                out[f"*|{dtype}|{key}|{order}"] = {"n": int(x.size), "n_differ": int((~same).sum()),
+                                                     "n_differ_normal_input": int((~same & normal).sum())}
+        return out
+
+
+def run(args) -> int:
+    """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
+    Raises ValueError for bad options (one line, exit code 2 from the command line)."""
+    from gelulab.backends import get_backend, selected_backends
+
+    if args.stride is not None and args.stride < 1:
+        raise ValueError(f"--stride {args.stride}: expected an integer >= 1")
+    if args.chunk < 1:
+        raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
+    stride = 1 if args.exhaustive else args.stride
+    names = _csv(args.backend, selected_backends(), "backend") if args.backend else tuple(selected_backends())
+    keys = _csv(args.activation, [k for k in ACTIVATIONS if k in KERNELS], "activation")
+    orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
+    backends = [get_backend(n) for n in names]
+    out = Path(args.out)
+    config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
+              "mode": args.mode}
+    cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    log = out / "chunks.jsonl"
+    done = _read_log(log, cid)
+    out.mkdir(parents=True, exist_ok=True)
+    runner = Runner(backends, keys, orders, args.mode)
+    n_inputs = (FLOAT32_PATTERNS + stride - 1) // stride
+    n_chunks = (n_inputs + args.chunk - 1) // args.chunk
+    todo = [c for c in range(n_chunks) if ("float32", c) not in done]
+    if args.max_chunks is not None:
+        todo = todo[: args.max_chunks]
+    print(f"verify: {n_inputs} float32 inputs (stride {stride}) in {n_chunks} chunks, {len(todo)} to run; "
+          f"{', '.join(names)} x {', '.join(keys)} x orders {orders}; log {log}", flush=True)
+    t_start = time.perf_counter()
+    with open(log, "a") as f:
+        for dtype in SMALL_DTYPES:
+            if (dtype, 0) not in done:
+                _append(f, cid, dtype, 0, runner.chunk(_all_small(dtype), dtype), 0.0)
+        for j, c in enumerate(todo):
+            t0 = time.perf_counter()
+            idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
+            res = runner.chunk(_bits_to_float32(idx), "float32", check=(j == 0))
+            dt = time.perf_counter() - t0
+            _append(f, cid, "float32", c, res, dt)
+            print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
+                  f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)", flush=True)
+    done = _read_log(log, cid)
+    summary = summarize(done, config, n_chunks, runner, time.perf_counter() - t_start, backends)
+    write_json(out / "summary.json", summary)
+    atomic_write_text(out / "report.md", report_md(summary))
+    print(f"report: {out / 'report.md'}")
+    return 0 if summary["passed"] else 1
+
+
+def _append(f, cid, dtype, chunk, res, seconds):
+    f.write(json.dumps({"config": cid, "dtype": dtype, "chunk": chunk, "seconds": seconds, "cells": res}) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _read_log(path: Path, cid: str) -> dict:
+    done = {}
+    if not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by an interruption
+            continue
+        if rec.get("config") == cid:
+            done[(rec["dtype"], rec["chunk"])] = rec
+    return done
+
+
+def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, backends) -> dict:
+    """Aggregate the finished chunks into per-cell figures, the verdict and the measured throughput."""
+    cells, differ = {}, {}
+    chunk_seconds, chunk_inputs = 0.0, 0
+    for (dtype, _), rec in done.items():
+        if dtype == "float32":
+            chunk_seconds += rec["seconds"]
+            chunk_inputs += next(iter(rec["cells"].values()))["n"]
+        for k, v in rec["cells"].items():
+            if k.startswith("*|"):
+                d = differ.setdefault(k[2:], {"n": 0, "n_differ": 0, "n_differ_normal_input": 0})
+                for f in d:
+                    d[f] += v[f]
+            else:
+                cells[k] = merge(cells.get(k), v)
+    f32_done = sum(1 for (d, _) in done if d == "float32")
+    passed = all(v["max_ulp"] <= 1 and v["special_bad"] == 0 for v in cells.values())
+    rate = chunk_inputs / chunk_seconds if chunk_seconds else None
+    total_evals = FLOAT32_PATTERNS // config["stride"]
+    return {
+        "config": config, "float32_chunks_done": f32_done, "float32_chunks": n_chunks,
+        "complete": f32_done == n_chunks, "passed": passed, "mode": config.get("mode"),
+        "cells": cells, "backends_differ": differ,
+        "mpmath_inputs_this_run": runner.n_mpmath, "float64_bound_check_worst": runner.bound_worst,
+        "throughput_inputs_per_s": rate,
+        "estimated_total_seconds": total_evals / rate if rate else None,
+        "seconds_this_run": seconds, "environment": environment(backends),
+    }
+
+
+def report_md(s: dict) -> str:
+    """The Markdown report of a summary."""
+    cfg = s["config"]
+    lines = [
+        "# gelulab verify: float32 kernels against the correctly rounded result", "",
+        f"float32 inputs: every {cfg['stride']}th bit pattern" if cfg["stride"] > 1 else "float32 inputs: all 2^32 bit patterns",
+        f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
+        "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
+        f" ({cfg.get('mode', 'eager')} mode).", "",
+        f"Verdict: {'every normal result within 1 ULP, special values as specified' if s['passed'] else 'FAILED'}. "
+        f"Throughput {s['throughput_inputs_per_s'] or 0:.3g} float32 inputs/s (all backends, forms and orders); "
+        f"the whole 2^32 run at that rate: {(s['estimated_total_seconds'] or 0) / 3600:.2f} h. "
+        f"Inputs decided by mpmath this run: {s['mpmath_inputs_this_run']}; float64 bound check: worst sampled "
+        f"error {s['float64_bound_check_worst']:.3g} of the assumed bound.", "",
+        "## Max ULP where the result is normal", "",
+    ]
+    rows = []
+    for k in sorted(s["cells"]):
+        b, dtype, key, order = k.split("|")
+        v = s["cells"][k]
+        wb = v["worst_bits"]
+        rows.append([b, dtype, key, f"f{'′' * int(order)}" if int(order) else "f", v["n"], v["max_ulp"], v["n_ulp1"],
+                     v["n_over1"], "—" if wb is None else f"0x{wb:0{8 if dtype == 'float32' else 4}x}",
+                     v["max_ulp_subnormal"], v["special_bad"]])
+    lines.append(markdown_table(["backend", "dtype", "activation", "order", "inputs", "max ULP", "at 1 ULP",
+                                 "beyond 1", "worst input", "max ULP subnormal", "special-value misses"], rows))
+    lines += ["", "max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal (XLA flushes "
+              "these to zero in jax and TensorFlow on CPUs, so there it is the result's size in subnormal steps)."]
+    lines += ["", "## Inputs where the backends differ in any bit", ""]
+    rows = [[*k.split("|"), v["n"], v["n_differ"], v["n_differ_normal_input"]] for k, v in sorted(s["backends_differ"].items())]
+    lines.append(markdown_table(["dtype", "activation", "order", "inputs", "differ", "differ (0 or normal input)"], rows))
+    lines += ["", "Subnormal inputs and results differ by design where XLA flushes them (jax, TensorFlow); the rest "
+              "comes from XLA contracting products and sums into FMAs, which numpy and inductor do not.", ""]
+    return "\n".join(lines) + "\n"

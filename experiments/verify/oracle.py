@@ -1,0 +1,125 @@
+"""The fast oracle of `gelulab verify`: correctly rounded values from a float64 evaluation with an error bound, and
+mpmath (core.reference) wherever that bound cannot decide the rounding.
+
+Each activation and its first derivative are evaluated in float64 by closed forms that do not cancel
+(scipy.special.erfc and expit; Hendrycks & Gimpel 2016, arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and
+erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q (p = expit(z), q = expit(-z)) for the sigmoid
+forms. Their relative error is taken to be at most FLOAT64_BOUND = 2^-40, about 1000 times the error of those
+routines (measured: below 2^-50), and `check_bound` verifies it against mpmath on a sample of every run. The
+float64 value v decides the rounding to the target dtype unless the interval v (1 +- FLOAT64_BOUND) contains a
+rounding midpoint of that dtype (about one input in 2^16 for float32); those inputs, every input within
+ROOT_WINDOW of a zero of f' (where p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is
+correctly rounded (core.reference).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.special as sp
+
+from gelulab.core import kernel_coeffs as KC
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.reference import reference
+
+FLOAT64_BOUND = 2.0**-40
+ROOT_WINDOW = 2.0**-8  # |x - x0| below this goes to mpmath (x0 the zero of f')
+SQRT_HALF = math.sqrt(0.5)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+SIGMA_Z = {
+    # key: (z(x), z'(x)) in float64; 1.702 and 0.044715 as the frameworks state them
+    "silu": (lambda x: x, lambda x: np.ones_like(x)),
+    "gelu_sigmoid": (lambda x: 1.702 * x, lambda x: np.full_like(x, 1.702)),
+    "gelu_tanh": (lambda x: 2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3),
+                  lambda x: 2 * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)),
+}
+ROOTS = {  # x0 < 0 with f'(x0) = 0 (core/kernel_fit.py)
+    "gelu_none": -KC.GELU_A0_HI,
+    "silu": -KC.SILU_A0_HI,
+    "gelu_sigmoid": -KC.GELU_SIGMOID_A0_HI,
+    "gelu_tanh": -KC.GELU_TANH_A0_HI,
+}
+
+
+def float64_value(key: str, order: int, x: np.ndarray) -> np.ndarray:
+    """f (order 0) or f' (order 1) of catalogue entry `key` at float64 x, in float64 (NaN where undefined).
+    Raises ValueError for an order other than 0 or 1 or a key without a closed form here."""
+    if order not in (0, 1):
+        raise ValueError(f"order {order!r}: the float64 oracle covers orders 0 and 1")
+    with np.errstate(all="ignore"):
+        if key == "relu":
+            return np.where(x > 0, x, 0.0) if order == 0 else np.where(x > 0, 1.0, 0.0)
+        if key == "gelu_none":
+            phi_cdf = 0.5 * sp.erfc(-x * SQRT_HALF)
+            if order == 0:
+                return x * phi_cdf
+            return phi_cdf + x * (INV_SQRT_2PI * np.exp(-0.5 * x * x))
+        if key in SIGMA_Z:
+            zf, zpf = SIGMA_Z[key]
+            z = zf(x)
+            p = sp.expit(z)
+            if order == 0:
+                return x * p
+            return p + (x * zpf(x)) * (p * sp.expit(-z))
+    raise ValueError(f"no float64 closed form for {key!r}")
+
+
+def _neighbours(r: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The next representable values below and above r (arrays of `dtype`), as float64."""
+    u = {2: np.uint16, 4: np.uint32}[r.dtype.itemsize]
+    nbits = r.dtype.itemsize * 8
+    bits = r.view(u).astype(np.int64)
+    sign = bits >> (nbits - 1)
+    mag = bits & ((1 << (nbits - 1)) - 1)
+    key = np.where(sign == 1, -mag, mag)
+
+    def back(k):
+        m = np.abs(k)
+        b = np.where(k < 0, m | (1 << (nbits - 1)), m).astype(u)
+        return b.view(r.dtype).astype(np.float64)
+
+    return back(key - 1), back(key + 1)
+
+
+def expected(key: str, order: int, x: np.ndarray, dtype: str) -> tuple[np.ndarray, int]:
+    """Correctly rounded f^(order)(x) in `dtype` for an array x of that dtype: (values, number sent to mpmath)."""
+    dt = get_dtype(dtype).np_dtype
+    x64 = x.astype(np.float64)
+    v = float64_value(key, order, x64)
+    r = v.astype(dt)
+    r64 = r.astype(np.float64)
+    lo, hi = _neighbours(r, dt)
+    with np.errstate(all="ignore"):
+        half_gap = np.where(v >= r64, hi - r64, r64 - lo) * 0.5
+        undecided = np.abs(v - r64) >= half_gap - FLOAT64_BOUND * np.abs(v)
+    undecided |= ~np.isfinite(x64) | (x64 == 0) | ~np.isfinite(v) | np.isnan(half_gap)
+    if order == 1 and key in ROOTS:
+        undecided |= np.abs(x64 - ROOTS[key]) < ROOT_WINDOW
+    xnan = np.isnan(x64)
+    r[xnan] = np.nan  # every form maps NaN to NaN (ReLU'(NaN) is left uncompared by the caller)
+    idx = np.flatnonzero(undecided & ~xnan)
+    if idx.size:
+        r[idx] = reference(key, x[idx], dtype, order)
+    return r, int(idx.size)
+
+
+def check_bound(key: str, order: int, x: np.ndarray, n: int = 64, seed: int = 0) -> float:
+    """Largest relative error of float64_value against mpmath on n sampled finite nonzero inputs of x (outside
+    the root window), in units of FLOAT64_BOUND; a value >= 1 means the bound is wrong for this input set."""
+    from gelulab.core.reference import reference_mp
+
+    x64 = x.astype(np.float64)
+    ok = np.isfinite(x64) & (x64 != 0)
+    if order == 1 and key in ROOTS:
+        ok &= np.abs(x64 - ROOTS[key]) >= ROOT_WINDOW
+    cand = x64[ok]
+    if cand.size == 0:
+        return 0.0
+    pick = np.random.default_rng(seed).choice(cand, size=min(n, cand.size), replace=False)
+    v = float64_value(key, order, pick)
+    worst = 0.0
+    for xi, vi in zip(pick, v):
+        t = float(reference_mp(key, order, float(xi)))
+        if t != 0 and math.isfinite(t) and abs(t) > 1e-300:
+            worst = max(worst, abs(vi - t) / abs(t) / FLOAT64_BOUND)
+    return worst

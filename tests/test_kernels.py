@@ -1,0 +1,165 @@
+"""gelulab's float32 kernels (impl "kernel", core.kernels) per backend: against the correctly rounded mpmath
+reference on a spread of float32 bit patterns and the hard points (the zeros of f' and f'', the underflow tails,
+the smallest normal result), float32 only in the graph, the special values, and second-order graphs that stay
+connected (ReLU included). `gelulab verify` checks every float32 input; tests/test_verify.py runs it on a stride.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gelulab.core import kernel_coeffs as KC
+from gelulab.core import kernel_fit
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.dtypes import get_dtype
+from gelulab.core.kernels import KERNELS
+from gelulab.core.metrics import ulp_distance
+from gelulab.core.reference import reference
+from gelulab.core.tolerances import KERNEL_GOALS
+
+KEYS = [k for k in ACTIVATIONS if k in KERNELS]
+TINY = float(np.finfo(np.float32).smallest_normal)
+
+
+def _inputs() -> np.ndarray:
+    bits = np.arange(0, 1 << 32, (1 << 21) + 7, dtype=np.uint64).astype(np.uint32)  # 2048 spread bit patterns
+    x = bits.view(np.float32)
+    hard = [-KC.GELU_A0_HI, -KC.SILU_A0_HI, -KC.GELU_SIGMOID_A0_HI, -KC.GELU_TANH_A0_HI,  # zeros of f'
+            KC.SILU_B0_HI, KC.GELU_SIGMOID_B0_HI, KC.GELU_TANH_B0_HI, 2**0.5,  # zeros of f''
+            -13.0, -13.19, -9.9, -52.0, -85.0, -87.0, -60.0, 2.0**-60, -(2.0**-60), 1.0, 2.0, 1e4]
+    around = []
+    for h in hard:
+        c = np.float32(h)
+        around += [np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))]
+    specials = np.array([0x00FFFFFF, 0x01000000, 0x81000000, 0x00800000], np.uint32).view(np.float32)
+    return np.concatenate([x[np.isfinite(x)], np.array(around, np.float32), specials])
+
+
+X = _inputs()
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("key", KEYS)
+def test_kernel_within_its_ulp_goal(backend, key, order):
+    tol = KERNEL_GOALS[("float32", order)].max_ulp
+    for mode in backend.modes:
+        fn = backend.function(key, "kernel", order, mode)
+        with np.errstate(all="ignore"):
+            y = backend.to_numpy(fn(backend.asarray(X)))
+        ref = reference(key, X, "float32", order)
+        x64, r64 = X.astype(np.float64), ref.astype(np.float64)
+        normal = ((x64 == 0) | (np.abs(x64) >= TINY)) & ((r64 == 0) | (np.abs(r64) >= TINY))
+        u = ulp_distance(y, ref, "float32")[normal]
+        worst = X[normal][np.argmax(u)]
+        assert u.max() <= tol, f"{mode}: {u.max()} ULP at x={worst!r} ({np.float32(worst).view(np.uint32):#010x})"
+
+
+@pytest.mark.parametrize("key", [k for k in KEYS if k != "relu"])
+def test_smallest_normal_result_survives_flush_to_zero(backend, key):
+    # x = 0x00FFFFFF: x/2 is a tie just below 2^-126 and f(x) = x/2 + O(x^2) rounds up to 2^-126 (XLA flushes
+    # the formula's float64 -> float32 rounding to 0); likewise bfloat16 0x00FF
+    x = np.array([0x00FFFFFF], np.uint32).view(np.float32)
+    xb = np.array([0x00FF], np.uint16).view(get_dtype("bfloat16").np_dtype)
+    for mode in backend.modes:
+        fn = backend.function(key, "kernel", 0, mode)
+        assert backend.to_numpy(fn(backend.asarray(x)))[0] == np.float32(2.0**-126), mode
+        assert float(backend.to_numpy(fn(backend.asarray(xb)))[0]) == 2.0**-126, mode
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_special_values(backend, key):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    for order in (0, 1, 2):
+        ref = reference(key, x, "float32", order)
+        for mode in backend.modes:
+            y = backend.to_numpy(backend.function(key, "kernel", order, mode)(backend.asarray(x)))
+            same = (y == ref) | (np.isnan(y) & np.isnan(ref))
+            if order > 0 and key == "relu":
+                same[4] = True  # ReLU'(NaN) is not defined (core.tolerances.UNCOMPARED_NAN_DERIVATIVE)
+            if order == 0 and key != "relu":
+                zero = ref == 0
+                same[zero] &= np.signbit(y[zero]) == np.signbit(ref[zero])  # f(-0) = -0, f(-inf) = -0
+            assert same.all(), (order, mode, y, ref)
+
+
+def _dtypes_in_graph(backend_name, fn, x):
+    """The dtype names of every value the framework's graph of fn(x) creates."""
+    if backend_name == "jax":
+        import jax
+
+        def walk(jaxpr):
+            for eqn in jaxpr.eqns:
+                for v in eqn.outvars:
+                    yield str(v.aval.dtype)
+                for sub in jax.core.subjaxprs(jaxpr) if hasattr(jax.core, "subjaxprs") else ():
+                    yield from walk(sub)
+                for p in eqn.params.values():
+                    inner = getattr(p, "jaxpr", None)
+                    if inner is not None:
+                        yield from walk(getattr(inner, "jaxpr", inner))
+
+        return set(walk(jax.make_jaxpr(fn)(x).jaxpr))
+    if backend_name == "tensorflow":
+        import tensorflow as tf
+
+        graph = tf.function(fn).get_concrete_function(tf.TensorSpec(x.shape, x.dtype)).graph
+        out = set()
+        for op in graph.get_operations():
+            out |= {t.dtype.name for t in op.outputs}
+            for f in getattr(graph, "_functions", {}).values():
+                for inner in f.graph.get_operations() if hasattr(f, "graph") else ():
+                    out |= {t.dtype.name for t in inner.outputs}
+        return out
+    if backend_name == "torch":
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        gm = make_fx(fn)(x)
+        return {str(n.meta["val"].dtype).replace("torch.", "") for n in gm.graph.nodes
+                if hasattr(n.meta.get("val"), "dtype")}
+    return None
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_no_float64_in_the_graph(backend, key):
+    x = backend.asarray(np.linspace(-20, 20, 64).astype(np.float32))
+    for order in (0, 1):
+        dts = _dtypes_in_graph(backend.name, backend.function(key, "kernel", order), x)
+        if dts is None:
+            pytest.skip("numpy has no graph; it runs the same core.kernels code as the other backends")
+        assert "float64" not in dts, (order, dts)
+
+
+def test_relu_second_order_graph_is_connected(backend):
+    # ReLU'' = 0 (NaN at NaN) from the framework's own autograd, not an error or a missing gradient
+    x = np.array([-1.0, 0.0, 2.0, np.nan], np.float32)
+    y2 = backend.to_numpy(backend.function("relu", "kernel", 2)(backend.asarray(x)))
+    assert y2[:3].tolist() == [0.0, 0.0, 0.0] and np.isnan(y2[3])
+    if backend.name == "torch":
+        import torch
+
+        t = torch.tensor(x[:3], requires_grad=True)
+        (g,) = torch.autograd.grad(backend.relu(t, impl="kernel").sum(), t, create_graph=True)
+        (g2,) = torch.autograd.grad(g.sum(), t)  # raises if the graph of g is not connected to t
+        assert g.tolist() == [0.0, 0.0, 1.0] and g2.tolist() == [0.0, 0.0, 0.0]
+    if backend.name == "tensorflow":
+        import tensorflow as tf
+
+        t = tf.constant(x[:3])
+        with tf.GradientTape() as outer:
+            outer.watch(t)
+            with tf.GradientTape() as inner:
+                inner.watch(t)
+                y = backend.relu(t, impl="kernel")
+            g = inner.gradient(y, t)
+        g2 = outer.gradient(g, t)
+        assert g2 is not None and g2.numpy().tolist() == [0.0, 0.0, 0.0]
+
+
+def test_coefficients_are_what_the_fitting_script_makes():
+    # core/kernel_coeffs.py is generated by core/kernel_fit.py: the exp polynomial and a root window, refitted
+    assert tuple(kernel_fit.fit_exp_q()["coeffs"]) == KC.COEFFS["EXP_Q"]
+    root = kernel_fit.sigma_root("silu")
+    j = kernel_fit._j_function("silu")
+    fit = kernel_fit.fit_window(lambda d: j(root + d) / d, kernel_fit.WINDOW)
+    assert tuple(fit["coeffs"]) == KC.COEFFS["SILU_J2"]
+    assert fit["max_rel_err"] < 2.0**-29

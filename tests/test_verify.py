@@ -1,0 +1,51 @@
+"""`gelulab verify` on a fixed stride of float32 bit patterns (what CI runs of the exhaustive check), every
+bfloat16 and float16 input, per selected backend: every normal result within 1 ULP of the correctly rounded value,
+the special values as specified; the log resumes by chunk; bad options are one line and exit code 2."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gelulab import cli as gelulab
+
+ROOT = Path(__file__).resolve().parents[1]
+STRIDE = str((1 << 20) + 1)  # 4096 float32 inputs spread over every exponent and sign
+
+
+def test_stride_run_is_within_one_ulp(backend_name, tmp_path, capsys):
+    assert gelulab.main(["verify", "--stride", STRIDE, "--backend", backend_name, "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["passed"] and summary["complete"]
+    cells = summary["cells"]
+    assert {k.split("|")[1] for k in cells} == {"float32", "bfloat16", "float16"}
+    for k, v in cells.items():
+        assert v["max_ulp"] <= 1 and v["special_bad"] == 0, (k, v)
+        assert v["n"] == (4096 if "float32" in k else 65536), k
+    assert summary["float64_bound_check_worst"] < 1  # the float64 oracle's error bound held on the sample
+    assert "max ULP" in (tmp_path / "report.md").read_text()
+
+
+def test_interrupted_run_resumes_by_chunk(tmp_path, capsys):
+    args = ["verify", "--stride", STRIDE, "--chunk", "2048", "--backend", "numpy", "--activation", "relu",
+            "--out", str(tmp_path)]
+    assert gelulab.main([*args, "--max-chunks", "1"]) == 0
+    assert "2 chunks, 1 to run" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert not summary["complete"] and summary["float32_chunks_done"] == 1
+    assert gelulab.main(args) == 0
+    assert "2 chunks, 1 to run" in capsys.readouterr().out  # only the missing chunk
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] and summary["cells"]["numpy|float32|relu|0"]["n"] == 4096
+
+
+def test_bad_stride_is_one_line_and_exit_code_2(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
+    p = subprocess.run([sys.executable, "-m", "gelulab", "verify", "--stride", "0", "--backend", "numpy",
+                        "--out", str(tmp_path)], check=False, capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.startswith("gelulab verify: error: --stride 0") and p.stderr.count("\n") == 1
+    assert not (tmp_path / "chunks.jsonl").exists()
