@@ -186,13 +186,14 @@ def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
     Raises ValueError for bad options (one line, exit code 2 from the command line)."""
     from gelulab.backends import get_backend, selected_backends
+    from gelulab.core.config import BACKEND_NAMES
 
     if args.stride is not None and args.stride < 1:
         raise ValueError(f"--stride {args.stride}: expected an integer >= 1")
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
     stride = 1 if args.exhaustive else args.stride
-    names = _csv(args.backend, selected_backends(), "backend") if args.backend else tuple(selected_backends())
+    names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
     keys = _csv(args.activation, [k for k in ACTIVATIONS if k in KERNELS], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     backends = [get_backend(n) for n in names]
