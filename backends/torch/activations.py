@@ -151,10 +151,11 @@ def derivative(fn, activation):
         def d(x):
             if x.dtype == torch.float64:
                 return d_float64(x)
+            outer = x.requires_grad  # an enclosing derivative differentiates this one: keep the graph
             with torch.enable_grad():
-                xr = x if x.requires_grad else x.detach().requires_grad_(True)
+                xr = x if outer else x.detach().requires_grad_(True)
                 y = fn(xr)
-                (g,) = torch.autograd.grad(y, xr, torch.ones_like(y), create_graph=True)
+                (g,) = torch.autograd.grad(y, xr, torch.ones_like(y), create_graph=outer)
             return g
 
         d.kernel = fn.kernel

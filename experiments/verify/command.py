@@ -83,37 +83,50 @@ def _ordered(a: np.ndarray) -> np.ndarray:
     return np.where((b >> (nbits - 1)) == 1, -mag, mag)
 
 
-def cell_stats(key: str, order: int, x: np.ndarray, y: np.ndarray, ref: np.ndarray, smallest_normal: float) -> dict:
-    """Accuracy figures of outputs y against the correctly rounded ref for inputs x (arrays of one dtype)."""
-    with np.errstate(all="ignore"):
-        return _cell_stats(key, order, x, y, ref, smallest_normal)
-
-
-def _cell_stats(key, order, x, y, ref, smallest_normal):
-    x64, y64, r64 = (v.astype(np.float64) for v in (x, y, ref))
+def reference_context(key: str, order: int, x: np.ndarray, ref: np.ndarray, smallest_normal: float) -> dict:
+    """What every backend's outputs for (key, order) are compared against, computed once per chunk: the reference's
+    ULP keys and the masks of normal results, subnormal results and special inputs."""
+    x64, r64 = x.astype(np.float64), ref.astype(np.float64)
     finite = np.isfinite(x64)
-    xnan = np.isnan(x64)
-    ulp = np.abs(_ordered(y) - _ordered(ref)).astype(np.float64)
-    ulp = np.where(np.isnan(y64) | np.isnan(r64), np.where(np.isnan(y64) & np.isnan(r64), 0.0, np.inf), ulp)
     normal_in = finite & ((x64 == 0) | (np.abs(x64) >= smallest_normal))
     normal = normal_in & ((r64 == 0) | (np.abs(r64) >= smallest_normal))
-    sub = normal_in & ~normal & np.isfinite(r64)  # 0 or normal input, subnormal result
-    special = ~finite | (x64 == 0)
+    special = np.flatnonzero(~finite | (x64 == 0))
     if not ACTIVATIONS[key].nan_derivative and order >= 1:
-        special &= ~xnan  # the catalogue judges no derivative at NaN here (ReLU'(NaN) is a framework's mask)
-    bad_special = special & (ulp != 0)
-    if order == 0 and ACTIVATIONS[key].zero_sign:
-        z = special & (y64 == 0) & (r64 == 0)
-        bad_special |= z & (np.signbit(y64) != np.signbit(r64))
+        special = special[~np.isnan(x64[special])]  # the catalogue judges no derivative at NaN (ReLU'(NaN))
+    return {"key": key, "order": order, "x": x, "ref": ref, "ref_key": _ordered(ref), "ref_nan": np.isnan(r64),
+            "normal": normal, "sub": normal_in & ~normal & np.isfinite(r64), "special": special}
+
+
+def cell_stats(ctx: dict, y: np.ndarray) -> dict:
+    """Accuracy figures of one backend's outputs y against the reference context of their (key, order)."""
+    with np.errstate(all="ignore"):
+        return _cell_stats(ctx, y)
+
+
+def _cell_stats(ctx, y):
+    x, ref = ctx["x"], ctx["ref"]
+    ynan = _isnan(y)
+    ulp = np.abs(_ordered(y) - ctx["ref_key"]).astype(np.float64)
+    both = ynan & ctx["ref_nan"]
+    ulp[both] = 0.0
+    ulp[ynan ^ ctx["ref_nan"]] = np.inf
+    sp = ctx["special"]
+    y_sp, r_sp = y[sp].astype(np.float64), ref[sp].astype(np.float64)
+    bad = ulp[sp] != 0
+    if ctx["order"] == 0 and ACTIVATIONS[ctx["key"]].zero_sign:
+        z = (y_sp == 0) & (r_sp == 0)
+        bad |= z & (np.signbit(y_sp) != np.signbit(r_sp))
+    normal, sub = ctx["normal"], ctx["sub"]
     un = np.where(normal, ulp, -1.0)
     i = int(np.argmax(un))
+    has = bool(normal.any())
     return {
         "n": int(x.size), "n_normal": int(normal.sum()),
-        "max_ulp": float(un.max()) if normal.any() else 0.0,
+        "max_ulp": float(un[i]) if has else 0.0,
         "n_ulp1": int((un == 1).sum()), "n_over1": int((un > 1).sum()),
-        "worst_bits": int(x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize])[i]) if normal.any() else None,
+        "worst_bits": int(x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize])[i]) if has else None,
         "max_ulp_subnormal": float(ulp[sub].max()) if sub.any() else 0.0,
-        "special_bad": int(bad_special.sum()),
+        "special_bad": int(bad.sum()),
     }
 
 
@@ -128,14 +141,17 @@ def merge(a: dict | None, b: dict) -> dict:
     return out
 
 
+def _isnan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a) if a.dtype in (np.float32, np.float16) else np.isnan(a.astype(np.float32))
+
+
 def _identical(outs: list[np.ndarray]) -> np.ndarray:
     """Mask of inputs where every backend returned the same bits (any NaN equals any NaN)."""
     u = {2: np.uint16, 4: np.uint32}[outs[0].dtype.itemsize]
-    base, bnan = outs[0].view(u), np.isnan(outs[0].astype(np.float64))
+    base, bnan = outs[0].view(u), _isnan(outs[0])
     same = np.ones(outs[0].shape, dtype=bool)
     for o in outs[1:]:
-        onan = np.isnan(o.astype(np.float64))
-        same &= (o.view(u) == base) | (onan & bnan)
+        same &= (o.view(u) == base) | (_isnan(o) & bnan)
     return same
 
 
@@ -159,6 +175,10 @@ class Runner:
         from gelulab.core.dtypes import get_dtype
 
         tiny = float(get_dtype(dtype).finfo.smallest_normal)
+        with np.errstate(all="ignore"):
+            x64 = x.astype(np.float64)
+            normal_in = np.isfinite(x64) & ((x64 == 0) | (np.abs(x64) >= tiny))
+        del x64
         out = {}
         for key in self.keys:
             for order in self.orders:
@@ -167,18 +187,18 @@ class Runner:
                 self.n_mpmath += n_mp
                 if check:
                     self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=16))
+                with np.errstate(all="ignore"):
+                    ctx = reference_context(key, order, x, ref, tiny)
                 ys = []
                 for b in self.backends:
                     with np.errstate(all="ignore"):
                         y = b.to_numpy(self.fn(b, key, order)(b.asarray(x)))
                     ys.append(y)
-                    out[f"{b.name}|{dtype}|{key}|{order}"] = cell_stats(key, order, x, y, ref, tiny)
+                    out[f"{b.name}|{dtype}|{key}|{order}"] = cell_stats(ctx, y)
                 with np.errstate(all="ignore"):
                     same = _identical(ys)
-                    x64 = x.astype(np.float64)
-                normal = np.isfinite(x64) & ((x64 == 0) | (np.abs(x64) >= tiny))
                 out[f"*|{dtype}|{key}|{order}"] = {"n": int(x.size), "n_differ": int((~same).sum()),
-                                                     "n_differ_normal_input": int((~same & normal).sum())}
+                                                     "n_differ_normal_input": int((~same & normal_in).sum())}
         return out
 
 
@@ -186,13 +206,14 @@ def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
     Raises ValueError for bad options (one line, exit code 2 from the command line)."""
     from gelulab.backends import get_backend, selected_backends
+    from gelulab.core.config import BACKEND_NAMES
 
     if args.stride is not None and args.stride < 1:
         raise ValueError(f"--stride {args.stride}: expected an integer >= 1")
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
     stride = 1 if args.exhaustive else args.stride
-    names = _csv(args.backend, selected_backends(), "backend") if args.backend else tuple(selected_backends())
+    names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
     keys = _csv(args.activation, [k for k in ACTIVATIONS if k in KERNELS], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     backends = [get_backend(n) for n in names]

@@ -9,7 +9,8 @@ routines (measured: below 2^-50), and `check_bound` verifies it against mpmath o
 float64 value v decides the rounding to the target dtype unless the interval v (1 +- FLOAT64_BOUND) contains a
 rounding midpoint of that dtype (about one input in 2^16 for float32); those inputs, every input within
 ROOT_WINDOW of a zero of f' (where p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is
-correctly rounded (core.reference).
+correctly rounded (core.reference). Below |x| = 2^-60 the value is x/2 rounded, ties (subnormal halves) broken
+towards the side of the x^2 term, which is positive for every GELU form.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gelulab.core.dtypes import get_dtype
 from gelulab.core.reference import reference
 
 FLOAT64_BOUND = 2.0**-40
+TINY_X = 2.0**-60
 ROOT_WINDOW = 2.0**-8  # |x - x0| below this goes to mpmath (x0 the zero of f')
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -97,6 +99,20 @@ def expected(key: str, order: int, x: np.ndarray, dtype: str) -> tuple[np.ndarra
         undecided |= np.abs(x64 - ROOTS[key]) < ROOT_WINDOW
     xnan = np.isnan(x64)
     r[xnan] = np.nan  # every form maps NaN to NaN (ReLU'(NaN) is left uncompared by the caller)
+    if order == 0 and key != "relu":
+        # |x| < 2^-60: f(x) = x/2 + c x^2 with c = S'(0) > 0 for every GELU form, far below an ULP of x/2, so the
+        # rounding is that of x/2 except where x/2 is a tie (a subnormal half of an odd x): then the true value
+        # lies just above the midpoint and rounds to the larger neighbour (up for x > 0, towards 0 for x < 0)
+        small = (np.abs(x64) < TINY_X) & (x64 != 0)
+        half = 0.5 * x64[small]
+        rs = half.astype(dt)
+        lo_s, hi_s = _neighbours(rs, dt)
+        rs64 = rs.astype(np.float64)
+        tie = rs64 != half
+        up = np.where(rs64 < half, hi_s, rs64)  # the larger of the two neighbours of the tie
+        rs = np.where(tie, up, rs64).astype(dt)
+        r[small] = rs
+        undecided[small] = False
     idx = np.flatnonzero(undecided & ~xnan)
     if idx.size:
         r[idx] = reference(key, x[idx], dtype, order)
