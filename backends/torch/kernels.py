@@ -63,6 +63,14 @@ def _tracing() -> bool:
     return get_proxy_mode() is not None
 
 
+def _recompile_room():
+    """dynamo's recompile limits raised for the duration of one kernel call only (every kernel shares the code of
+    _Compiled._run, so its compiled variants count against one limit); the host's settings are left as they are."""
+    cfg = torch._dynamo.config
+    return cfg.patch(recompile_limit=max(cfg.recompile_limit, 4096),
+                     accumulated_recompile_limit=max(cfg.accumulated_recompile_limit, 16384))
+
+
 class _Compiled:
     """A float32 kernel (or tuple of kernels sharing their work) run through torch.compile when called eagerly
     (bfloat16/float16 are cast outside it, so no dtype recompiles; the first shape is compiled static, a second one
@@ -86,11 +94,9 @@ class _Compiled:
             y = self._run(x)
         else:
             if self._compiled is None:
-                cfg = torch._dynamo.config
-                cfg.recompile_limit = max(cfg.recompile_limit, 4096)
-                cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 16384)
                 self._compiled = torch.compile(self._run, fullgraph=True)
-            y = self._compiled(x)
+            with _recompile_room():
+                y = self._compiled(x)
         if dtype == torch.float32:
             return y
         if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)

@@ -186,7 +186,8 @@ class Runner:
                     ref, n_mp = expected(key, order, x, dtype)
                 self.n_mpmath += n_mp
                 if check:
-                    self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=16))
+                    with np.errstate(all="ignore"):
+                        self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=16))
                 with np.errstate(all="ignore"):
                     ctx = reference_context(key, order, x, ref, tiny)
                 ys = []
@@ -204,26 +205,30 @@ class Runner:
 
 def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
-    Raises ValueError for bad options (one line, exit code 2 from the command line)."""
-    from gelulab.backends import get_backend, selected_backends
-    from gelulab.core.config import BACKEND_NAMES
+
+    Raises ValueError for bad options or an unwritable --out (one line, exit code 2 from the command line, before
+    any work) and core.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
+    same command resumes from there)."""
+    from gelulab.backends import BACKEND_NAMES, get_backend, selected_backends
+    from gelulab.core.output import Interrupted, check_writable
 
     if args.stride is not None and args.stride < 1:
         raise ValueError(f"--stride {args.stride}: expected an integer >= 1")
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
+    if args.max_chunks is not None and args.max_chunks < 0:
+        raise ValueError(f"--max-chunks {args.max_chunks}: expected an integer >= 0")
     stride = 1 if args.exhaustive else args.stride
     names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
     keys = _csv(args.activation, [k for k in ACTIVATIONS if k in KERNELS], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
+    out = check_writable(args.out)
     backends = [get_backend(n) for n in names]
-    out = Path(args.out)
     config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
               "mode": args.mode}
     cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     log = out / "chunks.jsonl"
     done = _read_log(log, cid)
-    out.mkdir(parents=True, exist_ok=True)
     runner = Runner(backends, keys, orders, args.mode)
     n_inputs = (FLOAT32_PATTERNS + stride - 1) // stride
     n_chunks = (n_inputs + args.chunk - 1) // args.chunk
@@ -233,18 +238,25 @@ def run(args) -> int:
     print(f"verify: {n_inputs} float32 inputs (stride {stride}) in {n_chunks} chunks, {len(todo)} to run; "
           f"{', '.join(names)} x {', '.join(keys)} x orders {orders}; log {log}", flush=True)
     t_start = time.perf_counter()
-    with open(log, "a") as f:
-        for dtype in SMALL_DTYPES:
-            if (dtype, 0) not in done:
-                _append(f, cid, dtype, 0, runner.chunk(_all_small(dtype), dtype), 0.0)
-        for j, c in enumerate(todo):
-            t0 = time.perf_counter()
-            idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
-            res = runner.chunk(_bits_to_float32(idx), "float32", check=(j == 0))
-            dt = time.perf_counter() - t0
-            _append(f, cid, "float32", c, res, dt)
-            print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
-                  f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log, "a") as f:
+            for dtype in SMALL_DTYPES:
+                if (dtype, 0) not in done:
+                    _append(f, cid, dtype, 0, runner.chunk(_all_small(dtype), dtype), 0.0)
+            for j, c in enumerate(todo):
+                t0 = time.perf_counter()
+                idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
+                res = runner.chunk(_bits_to_float32(idx), "float32", check=(j == 0))
+                dt = time.perf_counter() - t0
+                _append(f, cid, "float32", c, res, dt)
+                print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
+                      f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)",
+                      flush=True)
+    except KeyboardInterrupt:
+        kept = sum(1 for (d, _) in _read_log(log, cid) if d == "float32")
+        raise Interrupted(f"interrupted; {kept} of {n_chunks} float32 chunks are kept in {log}; "
+                          "run the same command again to resume") from None
     done = _read_log(log, cid)
     summary = summarize(done, config, n_chunks, runner, time.perf_counter() - t_start, backends)
     write_json(out / "summary.json", summary)
@@ -291,14 +303,13 @@ def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, b
     f32_done = sum(1 for (d, _) in done if d == "float32")
     passed = all(v["max_ulp"] <= 1 and v["special_bad"] == 0 for v in cells.values())
     rate = chunk_inputs / chunk_seconds if chunk_seconds else None
-    total_evals = FLOAT32_PATTERNS // config["stride"]
     return {
         "config": config, "float32_chunks_done": f32_done, "float32_chunks": n_chunks,
         "complete": f32_done == n_chunks, "passed": passed, "mode": config.get("mode"),
         "cells": cells, "backends_differ": differ,
         "mpmath_inputs_this_run": runner.n_mpmath, "float64_bound_check_worst": runner.bound_worst,
         "throughput_inputs_per_s": rate,
-        "estimated_total_seconds": total_evals / rate if rate else None,
+        "estimated_total_seconds": FLOAT32_PATTERNS / rate if rate else None,
         "seconds_this_run": seconds, "environment": environment(backends),
     }
 
@@ -306,8 +317,11 @@ def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, b
 def report_md(s: dict) -> str:
     """The Markdown report of a summary."""
     cfg = s["config"]
+    env = s["environment"]
     lines = [
         "# gelulab verify: float32 kernels against the correctly rounded result", "",
+        f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit {env.get('git_commit') or 'unknown'}; "
+        f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}.", "",
         f"float32 inputs: every {cfg['stride']}th bit pattern" if cfg["stride"] > 1 else "float32 inputs: all 2^32 bit patterns",
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
         "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
