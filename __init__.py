@@ -11,7 +11,7 @@ activation call. The public names are resolved lazily:
     capabilities(name)               a backend's capability record (modes, devices, autodiff, install extra)
     BACKEND_NAMES                    the backends gelulab knows, in canonical order
     ACTIVATIONS                      the activation catalogue (gelulab.core.activations)
-    gelu(x, approximate="none", impl="formula"), relu(x, impl=...), silu(x, impl=...)
+    gelu(x, approximate="none", impl="kernel"), relu(x, impl=...), silu(x, impl=...)
                                      activations on a torch, jax, TensorFlow or numpy array, the same kind out
                                      (gelulab.api)
     apply(key, x, impl=...), activation(key, impl=...)

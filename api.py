@@ -4,16 +4,17 @@ tensor or variable, or a numpy array in, the same kind out.
 The framework is chosen from the array's type, as einops does (einops/_backends.py): only frameworks already in
 `sys.modules` are asked, so gelulab never imports a framework the caller has not imported, and nothing here changes
 a framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): gelulab's
-formula (core.formulas) runs over that module as its array namespace, and `impl="builtin"` calls the framework's
-own function (`builtin(activation)`). Both are written in the framework's own ops, so the result is differentiable
-and compilable there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and
-GradientTape.
+float32 kernel (core.kernels, `impl="kernel"`, the default: float32 arithmetic alone, within 1 ULP, with its own
+derivatives) and its correctly rounded formula (core.formulas, `impl="formula"`, computed in the wider dtype) run
+over that module as their array namespace, and `impl="builtin"` calls the framework's own function
+(`builtin(activation)`). All are written in the framework's own ops, so the result is differentiable and compilable
+there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and GradientTape.
 
-    gelulab.gelu(x, approximate="none", impl="formula")
-    gelulab.relu(x, impl="formula")
-    gelulab.silu(x, impl="formula")
-    gelulab.apply(key, x, impl="formula")        # any catalogue entry (core.activations.ACTIVATIONS)
-    gelulab.activation(key, impl="formula")(x)   # the same, as a one-argument callable
+    gelulab.gelu(x, approximate="none", impl="kernel")
+    gelulab.relu(x, impl="kernel")
+    gelulab.silu(x, impl="kernel")
+    gelulab.apply(key, x, impl="kernel")        # any catalogue entry (core.activations.ACTIVATIONS)
+    gelulab.activation(key, impl="kernel")(x)   # the same, as a one-argument callable
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import sys
 
 import numpy as np
 
-from gelulab.core.activations import activation_key, check_impl, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
+from gelulab.core.interface import implementation
 from gelulab.core.dtypes import DTYPES
 
 ACCEPTED = "a torch.Tensor, a jax.Array, a tf.Tensor or tf.Variable, or a numpy.ndarray"
@@ -125,14 +127,15 @@ def backend_module(name: str):
     return FRAMEWORKS[name][1]()
 
 
-def apply(key: str, x, impl: str = "formula"):
+def apply(key: str, x, impl: str = DEFAULT_IMPL):
     """Catalogue entry `key` applied elementwise to the native array `x`; returns the same kind of array, dtype and
     shape (a tf.Variable gives a tf.Tensor).
 
     key: a catalogue key (core.activations.ACTIVATIONS: "relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...);
-    impl: "formula" (gelulab's formula, core.formulas, computed in the wider dtype and rounded once) or "builtin"
-    (the framework's own function). Raises ValueError for an unknown key or impl, or a framework without a builtin
-    for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
+    impl: "kernel" (default: gelulab's float32 kernel, core.kernels, within 1 ULP; float64 takes the formula),
+    "formula" (gelulab's formula, core.formulas, computed in the wider dtype and rounded once) or "builtin" (the
+    framework's own function). Raises ValueError for an unknown key or impl, or a framework without a builtin (or
+    kernel) for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
     """
     return _apply(key, x, impl, f"gelulab.apply({key!r}, x)")
 
@@ -141,17 +144,10 @@ def _apply(key, x, impl, what):
     act = get_activation(key)
     check_impl(impl)
     name = framework_of(x, what)
-    module = backend_module(name)
-    if impl == "builtin":
-        fn = module.builtin(act)
-        if fn is None:
-            raise ValueError(f"backend {name!r} has no builtin for {key!r}; use impl='formula'")
-        return fn(x)
-    with module.formula_scope():  # JAX: float64 intermediates without touching the global x64 flag
-        return act.formula(module, x)
+    return implementation(backend_module(name), name, act, impl)(x)
 
 
-def activation(key: str, impl: str = "formula"):
+def activation(key: str, impl: str = DEFAULT_IMPL):
     """A one-argument callable f(x) = apply(key, x, impl) for catalogue entry `key` (validated now: ValueError
     for an unknown key or impl). Usable as a framework activation, e.g. inside jax.jit or a flax.nnx model."""
     get_activation(key)
@@ -165,26 +161,26 @@ def activation(key: str, impl: str = "formula"):
     return f
 
 
-def gelu(x, approximate: str = "none", impl: str = "formula"):
+def gelu(x, approximate: str = "none", impl: str = DEFAULT_IMPL):
     """GELU of a native array (torch, jax, TensorFlow or numpy), the same kind, dtype and shape out.
 
     approximate: "none" (exact x Phi(x) = x/2 erfc(-x/sqrt 2), Hendrycks & Gimpel 2016 eq. 1), "tanh"
     (x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), sec. 2) or "sigmoid" (x sigmoid(1.702 x), sec. 2), an explicit
-    string: a bool or None raises ValueError, because frameworks read them differently. impl: "formula" or
-    "builtin" (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed explicitly).
+    string: a bool or None raises ValueError, because frameworks read them differently. impl: "kernel" (default),
+    "formula" or "builtin" (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed explicitly).
     Raises TypeError for integer, bool or complex dtypes and for types other than the four array kinds.
     """
     return _apply(activation_key("gelu", approximate), x, impl, f"gelulab.gelu(x, approximate={approximate!r})")
 
 
-def relu(x, impl: str = "formula"):
+def relu(x, impl: str = DEFAULT_IMPL):
     """ReLU(x) = max(x, 0) of a native array, the same kind, dtype and shape out (ReLU(NaN) = NaN, ReLU(-0) = +0).
-    impl: "formula" or "builtin" (F.relu, jax.nn.relu, tf.nn.relu). Raises as gelu."""
+    impl: "kernel" (default), "formula" or "builtin" (F.relu, jax.nn.relu, tf.nn.relu). Raises as gelu."""
     return _apply("relu", x, impl, "gelulab.relu(x)")
 
 
-def silu(x, impl: str = "formula"):
+def silu(x, impl: str = DEFAULT_IMPL):
     """SiLU(x) = x sigmoid(x) (Elfwing et al. 2018, arXiv:1702.03118) of a native array, the same kind out.
-    impl: "formula" or "builtin" (F.silu, jax.nn.silu, tf.nn.silu). Raises ValueError when the catalogue has no
+    impl: "kernel" (default), "formula" or "builtin" (F.silu, jax.nn.silu, tf.nn.silu). Raises ValueError when the catalogue has no
     "silu" entry, otherwise as gelu."""
     return _apply("silu", x, impl, "gelulab.silu(x)")

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gelulab.core.activations import activation_key, check_impl, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
 
 # torch module class ("module.qualname") -> catalogue key of what it computes (a function of the module where
 # the class has a mode). Exact class match: a subclass may compute something else.
@@ -65,14 +65,15 @@ class Swapped:
     now_class: str
 
 
-def swap(model, to: str | Mapping[str, str] | None = None, impl: str = "formula",
+def swap(model, to: str | Mapping[str, str] | None = None, impl: str = DEFAULT_IMPL,
          only: Iterable[str] | None = None) -> list[Swapped]:
     """Replace the activations of a torch nn.Module tree or a Keras model in place with gelulab's layers.
 
     model: a torch.nn.Module or a keras.layers.Layer / keras.Model (its framework already imported).
     to: the catalogue key every activation becomes ("relu", "gelu_tanh", ...); a mapping {key it was: key it
       becomes} (keys not in the mapping are left alone); or None: each keeps its variant and is computed by gelulab.
-    impl: "formula" (gelulab's formula) or "builtin" (the framework's function, called by gelulab's layer).
+    impl: "kernel" (default: gelulab's float32 kernel), "formula" (gelulab's formula) or "builtin" (the framework's
+    function, called by gelulab's layer).
     only: catalogue keys of the activations to replace (default: every recognised one).
     Returns one Swapped record per replaced activation, in the model's order (empty when none was recognised).
     Raises ValueError for an unknown key or impl (before anything is replaced), TypeError for another model type.

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from gelulab.core import formulas, mp_forms
 
 IMPLS = ("formula", "builtin", "kernel")
+# gelulab's implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
+# "kernel", float32 arithmetic alone, within 1 ULP (core.kernels; float64 inputs take the formula). "formula" is the
+# float64-widened, correctly rounded path (core.formulas), the parity suite's second oracle.
+DEFAULT_IMPL = "kernel"
 
 
 # --- builtins: what each framework's own function is, resolved by the backend ------------------------------------
@@ -278,7 +282,8 @@ def check_mode(approximate) -> str:
 
 
 def check_impl(impl) -> str:
-    """Validate an implementation name ("formula" or "builtin"); raises ValueError otherwise."""
+    """Validate an implementation name (one of IMPLS: "formula", "builtin", "kernel"); raises ValueError
+    otherwise."""
     if impl not in IMPLS:
         raise ValueError(f"impl={impl!r} is not an implementation; expected one of {list(IMPLS)}")
     return impl

@@ -14,14 +14,11 @@ from types import ModuleType
 
 import numpy as np
 
-from gelulab.core.activations import activation_key, check_impl, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
 from gelulab.core.contract import Capabilities
 from gelulab.core.dtypes import DTYPES, get_dtype
 
 ORDERS = (0, 1, 2)
-# The implementation Backend.relu/gelu/function use when none is named: "formula" (float64-widened, correctly
-# rounded) or "kernel" (float32 only, within 1 ULP, fast); switching gelulab's default is this one line.
-DEFAULT_IMPL = "formula"
 
 
 @dataclass(frozen=True)
@@ -112,39 +109,43 @@ class Backend:
         return self.module.builtin(get_activation(key)) is not None
 
     def _base(self, act, impl):
-        if impl == "builtin":
-            fn = self.module.builtin(act)
-            if fn is None:
-                raise ValueError(f"backend {self.name!r} has no builtin for {act.key!r}; use impl='formula'")
-            return fn
-        xp = self.module
-
-        def formula(x):
-            with xp.formula_scope():
-                return act.formula(xp, x)
-
-        formula.activation = act
-        if impl == "kernel":
-            return self._kernel(act, formula)
-        return formula
-
-    def _kernel(self, act, formula):
-        # gelulab's float32 kernel (backends/<name>/kernels.py) for float32, bfloat16 and float16; float64 has no
-        # float32 kernel and takes the formula, which computes it in float64
-        k = self.module.kernel(act)
-        if k is None:
-            raise ValueError(f"backend {self.name!r} has no kernel for {act.key!r}; use impl='formula'")
-        dtype_name = self.module.dtype_name
-
-        def kernel(x):
-            return formula(x) if dtype_name(x) == "float64" else k(x)
-
-        kernel.activation = act
-        kernel.kernel = k
-        kernel.float64 = formula
-        return kernel
+        return implementation(self.module, self.name, act, impl)
 
     def versions(self) -> dict:
         """{package: version string} for the framework packages this backend uses."""
         return self.module.versions()
 
+
+
+def implementation(module, name: str, act, impl: str) -> Callable:
+    """The value callable of catalogue entry `act` in implementation `impl`, built from backend `name`'s
+    activations module: "builtin" (the framework's own function), "formula" (core.formulas inside the module's
+    formula_scope, computed in the wider dtype and rounded once) or "kernel" (the float32 kernel of
+    backends/<name>/kernels.py for float32, bfloat16 and float16; float64 has no float32 kernel and takes the
+    formula, which computes it in float64). The callable takes and returns the framework's arrays. Raises
+    ValueError naming the backend and key when the framework has no builtin, or no kernel, for `act`."""
+    if impl == "builtin":
+        fn = module.builtin(act)
+        if fn is None:
+            raise ValueError(f"backend {name!r} has no builtin for {act.key!r}; use impl='formula'")
+        return fn
+
+    def formula(x):
+        with module.formula_scope():
+            return act.formula(module, x)
+
+    formula.activation = act
+    if impl != "kernel":
+        return formula
+    k = module.kernel(act)
+    if k is None:
+        raise ValueError(f"backend {name!r} has no kernel for {act.key!r}; use impl='formula'")
+    dtype_name = module.dtype_name
+
+    def kernel(x):
+        return formula(x) if dtype_name(x) == "float64" else k(x)
+
+    kernel.activation = act
+    kernel.kernel = k
+    kernel.float64 = formula
+    return kernel

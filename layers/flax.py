@@ -11,19 +11,19 @@ from __future__ import annotations
 import flax.linen as nn
 
 from gelulab.api import apply
-from gelulab.core.activations import activation_key, check_impl, check_mode, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, check_mode, get_activation
 
 
 class Activation(nn.Module):
     """Any catalogue entry (core.activations.ACTIVATIONS) as an elementwise linen module.
 
-    key: catalogue key; impl: "formula" or "builtin" (jax.nn's own function). Input: a floating jax array of any
+    key: catalogue key; impl: "kernel" (default), "formula" or "builtin" (jax.nn's own function). Input: a floating jax array of any
     shape (float64 only where the caller enabled jax_enable_x64); output: the same shape and dtype. Raises
     ValueError for an unknown key or impl when the module is constructed.
     """
 
     key: str
-    impl: str = "formula"
+    impl: str = DEFAULT_IMPL
 
     def __post_init__(self):
         get_activation(self.key)
@@ -37,10 +37,10 @@ class Activation(nn.Module):
 class GELU(nn.Module):
     """GELU: approximate "none" (exact x Phi(x), Hendrycks & Gimpel 2016 eq. 1), "tanh" (sec. 2) or "sigmoid"
     (x sigmoid(1.702 x), sec. 2), an explicit string (jax.nn.gelu's bool defaults to tanh; here a bool or None
-    raises ValueError); impl "formula" or "builtin"."""
+    raises ValueError); impl "kernel" (default), "formula" or "builtin"."""
 
     approximate: str = "none"
-    impl: str = "formula"
+    impl: str = DEFAULT_IMPL
 
     def __post_init__(self):
         check_mode(self.approximate)
@@ -52,9 +52,9 @@ class GELU(nn.Module):
 
 
 class ReLU(nn.Module):
-    """ReLU max(x, 0), impl "formula" or "builtin" (jax.nn.relu)."""
+    """ReLU max(x, 0), impl "kernel" (default), "formula" or "builtin" (jax.nn.relu)."""
 
-    impl: str = "formula"
+    impl: str = DEFAULT_IMPL
 
     def __post_init__(self):
         check_impl(self.impl)
@@ -65,10 +65,10 @@ class ReLU(nn.Module):
 
 
 class SiLU(nn.Module):
-    """SiLU x sigmoid(x), impl "formula" or "builtin" (jax.nn.silu). Raises ValueError when the catalogue has no
+    """SiLU x sigmoid(x), impl "kernel" (default), "formula" or "builtin" (jax.nn.silu). Raises ValueError when the catalogue has no
     "silu" entry."""
 
-    impl: str = "formula"
+    impl: str = DEFAULT_IMPL
 
     def __post_init__(self):
         get_activation("silu")

@@ -19,19 +19,19 @@ from __future__ import annotations
 import keras
 
 from gelulab.api import apply
-from gelulab.core.activations import GELU_MODES, activation_key, check_impl, check_mode, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, GELU_MODES, activation_key, check_impl, check_mode, get_activation
 
 
 @keras.saving.register_keras_serializable(package="gelulab")
 class Activation(keras.layers.Layer):
     """Any catalogue entry (core.activations.ACTIVATIONS) as an elementwise Keras layer.
 
-    key: catalogue key; impl: "formula" (gelulab's formula) or "builtin" (the backend framework's own function);
+    key: catalogue key; impl: "kernel" (default), "formula" (gelulab's formula) or "builtin" (the backend framework's own function);
     further keyword arguments go to keras.layers.Layer (name, dtype, ...). Input: a floating tensor of any shape;
     output: the same shape and dtype. Raises ValueError for an unknown key or impl.
     """
 
-    def __init__(self, key: str, impl: str = "formula", **kwargs):
+    def __init__(self, key: str, impl: str = DEFAULT_IMPL, **kwargs):
         super().__init__(**kwargs)
         self.key = get_activation(key).key
         self.impl = check_impl(impl)
@@ -51,9 +51,9 @@ class Activation(keras.layers.Layer):
 class GELU(Activation):
     """GELU: approximate "none" (exact x Phi(x), Hendrycks & Gimpel 2016 eq. 1), "tanh" (sec. 2) or "sigmoid"
     (x sigmoid(1.702 x), sec. 2), an explicit string (a bool or None raises ValueError; keras.activations.gelu's
-    `approximate` is a bool); impl "formula" or "builtin"."""
+    `approximate` is a bool); impl "kernel" (default), "formula" or "builtin"."""
 
-    def __init__(self, approximate: str = "none", impl: str = "formula", **kwargs):
+    def __init__(self, approximate: str = "none", impl: str = DEFAULT_IMPL, **kwargs):
         kwargs.pop("key", None)
         super().__init__(activation_key("gelu", check_mode(approximate)), impl, **kwargs)
         self.approximate = approximate
@@ -66,9 +66,9 @@ class GELU(Activation):
 
 @keras.saving.register_keras_serializable(package="gelulab")
 class ReLU(Activation):
-    """ReLU max(x, 0), impl "formula" or "builtin" (the plain case of keras.layers.ReLU)."""
+    """ReLU max(x, 0), impl "kernel" (default), "formula" or "builtin" (the plain case of keras.layers.ReLU)."""
 
-    def __init__(self, impl: str = "formula", **kwargs):
+    def __init__(self, impl: str = DEFAULT_IMPL, **kwargs):
         kwargs.pop("key", None)
         super().__init__("relu", impl, **kwargs)
 
@@ -80,9 +80,9 @@ class ReLU(Activation):
 
 @keras.saving.register_keras_serializable(package="gelulab")
 class SiLU(Activation):
-    """SiLU x sigmoid(x), impl "formula" or "builtin". Raises ValueError when the catalogue has no "silu" entry."""
+    """SiLU x sigmoid(x), impl "kernel" (default), "formula" or "builtin". Raises ValueError when the catalogue has no "silu" entry."""
 
-    def __init__(self, impl: str = "formula", **kwargs):
+    def __init__(self, impl: str = DEFAULT_IMPL, **kwargs):
         kwargs.pop("key", None)
         super().__init__("silu", impl, **kwargs)
 
@@ -92,7 +92,7 @@ class SiLU(Activation):
         return config
 
 
-def layer_for(key: str, impl: str = "formula", **kwargs) -> Activation:
+def layer_for(key: str, impl: str = DEFAULT_IMPL, **kwargs) -> Activation:
     """The layer computing catalogue entry `key`: GELU(approximate=...), ReLU() or SiLU() where one is named for
     it, else Activation(key); kwargs go to keras.layers.Layer. Raises ValueError for an unknown key or impl."""
     named = {"relu": ReLU, "silu": SiLU}

@@ -4,7 +4,8 @@
     model = torch.nn.Sequential(torch.nn.Linear(4, 16), GELU(approximate="tanh"), torch.nn.Linear(16, 1))
 
 The constructors are torch's (`GELU(approximate="none")`, `ReLU(inplace=False)`, `SiLU(inplace=False)`) plus
-`impl=`: "formula" (gelulab's accurate formula, core.formulas, default) or "builtin" (torch.nn.functional's own).
+`impl=`: "kernel" (gelulab's float32 kernel, core.kernels, within 1 ULP, default), "formula" (its correctly rounded
+formula, core.formulas) or "builtin" (torch.nn.functional's own).
 `approximate` may also be "sigmoid" (x sigmoid(1.702 x)), which torch.nn.GELU lacks. The modules have no parameters
 or buffers (an empty state_dict), run under autograd and torch.compile, and accept float16, bfloat16, float32 and
 float64 tensors on any device (TypeError for other dtypes).
@@ -14,18 +15,18 @@ from __future__ import annotations
 import torch
 
 from gelulab.api import apply
-from gelulab.core.activations import GELU_MODES, activation_key, check_impl, check_mode, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, GELU_MODES, activation_key, check_impl, check_mode, get_activation
 
 
 class Activation(torch.nn.Module):
     """Any catalogue entry (core.activations.ACTIVATIONS) as an elementwise module.
 
-    key: catalogue key ("relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...); impl: "formula" or "builtin";
+    key: catalogue key ("relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...); impl: "kernel" (default), "formula" or "builtin";
     inplace: write the result into the input tensor (as torch.nn.ReLU(inplace=True)). Input: a floating tensor of
     any shape; output: the same shape and dtype. Raises ValueError for an unknown key or impl.
     """
 
-    def __init__(self, key: str, impl: str = "formula", inplace: bool = False):
+    def __init__(self, key: str, impl: str = DEFAULT_IMPL, inplace: bool = False):
         super().__init__()
         self.key = get_activation(key).key
         self.impl = check_impl(impl)
@@ -43,11 +44,11 @@ class GELU(Activation):
     """GELU as torch.nn.GELU(approximate=...), computed by gelulab.
 
     approximate: "none" (exact x Phi(x), Hendrycks & Gimpel 2016 eq. 1), "tanh" (sec. 2) or "sigmoid"
-    (x sigmoid(1.702 x), sec. 2); a bool or None raises ValueError. impl: "formula" or "builtin"
+    (x sigmoid(1.702 x), sec. 2); a bool or None raises ValueError. impl: "kernel" (default), "formula" or "builtin"
     (torch.nn.functional.gelu).
     """
 
-    def __init__(self, approximate: str = "none", impl: str = "formula"):
+    def __init__(self, approximate: str = "none", impl: str = DEFAULT_IMPL):
         super().__init__(activation_key("gelu", check_mode(approximate)), impl)
         self.approximate = approximate
 
@@ -56,9 +57,9 @@ class GELU(Activation):
 
 
 class ReLU(Activation):
-    """ReLU max(x, 0) as torch.nn.ReLU(inplace=False), computed by gelulab (impl "formula" or "builtin")."""
+    """ReLU max(x, 0) as torch.nn.ReLU(inplace=False), computed by gelulab (impl "kernel" (default), "formula" or "builtin")."""
 
-    def __init__(self, inplace: bool = False, impl: str = "formula"):
+    def __init__(self, inplace: bool = False, impl: str = DEFAULT_IMPL):
         super().__init__("relu", impl, inplace)
 
     def extra_repr(self) -> str:
@@ -66,17 +67,17 @@ class ReLU(Activation):
 
 
 class SiLU(Activation):
-    """SiLU x sigmoid(x) as torch.nn.SiLU(inplace=False), computed by gelulab (impl "formula" or "builtin").
+    """SiLU x sigmoid(x) as torch.nn.SiLU(inplace=False), computed by gelulab (impl "kernel" (default), "formula" or "builtin").
     Raises ValueError when the catalogue has no "silu" entry."""
 
-    def __init__(self, inplace: bool = False, impl: str = "formula"):
+    def __init__(self, inplace: bool = False, impl: str = DEFAULT_IMPL):
         super().__init__("silu", impl, inplace)
 
     def extra_repr(self) -> str:
         return f"impl={self.impl!r}" + (", inplace=True" if self.inplace else "")
 
 
-def layer_for(key: str, impl: str = "formula") -> Activation:
+def layer_for(key: str, impl: str = DEFAULT_IMPL) -> Activation:
     """The module computing catalogue entry `key`: GELU(approximate=...), ReLU() or SiLU() where one is named for
     it, else Activation(key). Raises ValueError for an unknown key or impl."""
     named = {"relu": ReLU, "silu": SiLU}

@@ -262,3 +262,20 @@ def test_no_framework_is_imported_that_the_caller_did_not_import():
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_default_is_the_float32_kernel(key):
+    """The default implementation computes float32 in float32 alone (no float64 value in the traced program), as
+    impl="kernel" does, where impl="formula" widens to float64."""
+    jax = pytest.importorskip("jax")
+    x = X.astype(np.float32)
+
+    def has_f64(impl=None):
+        fn = (lambda t: gelulab.apply(key, t)) if impl is None else (lambda t: gelulab.apply(key, t, impl))
+        return "f64" in str(jax.make_jaxpr(fn)(x))
+
+    assert has_f64("formula") or key == "relu"
+    assert not has_f64("kernel")
+    assert not has_f64()
+    close(np.asarray(gelulab.apply(key, jax.numpy.asarray(x), "kernel")), key, x, "float32")

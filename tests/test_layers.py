@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import readme_blocks
 
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
 from gelulab.core.reference import reference
 
 KEYS = list(ACTIVATIONS)
@@ -99,11 +99,11 @@ def test_torch_gelu_is_a_drop_in_for_torch_nn_gelu():
 
     for mode in ("none", "tanh"):
         ours, theirs = GELU(approximate=mode), torch.nn.GELU(approximate=mode)
-        assert repr(ours) == repr(theirs)[:-1] + ", impl='formula')"
+        assert repr(ours) == repr(theirs)[:-1] + f", impl={DEFAULT_IMPL!r})"
         x = torch.from_numpy(GRID)
         np.testing.assert_allclose(ours(x).numpy(), reference(f"gelu_{mode}", GRID, "float32"), rtol=1e-6, atol=0)
         np.testing.assert_array_equal(GELU(approximate=mode, impl="builtin")(x).numpy(), theirs(x).numpy())
-    assert repr(ReLU(inplace=True)) == "ReLU(impl='formula', inplace=True)"
+    assert repr(ReLU(inplace=True)) == f"ReLU(impl={DEFAULT_IMPL!r}, inplace=True)"
     x = torch.from_numpy(GRID.copy())
     out = ReLU(inplace=True)(x)
     assert out.data_ptr() == x.data_ptr() and float(x.min()) == 0.0  # in place, as torch.nn.ReLU(inplace=True)

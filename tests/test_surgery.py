@@ -11,7 +11,7 @@ import pytest
 import readme_blocks
 
 from gelulab import swap
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
 from gelulab.core.reference import reference
 
 # transformers hidden_act -> (the class ACT2CLS builds, the catalogue variant of its stated formula)
@@ -82,7 +82,7 @@ def test_torch_tree_mapping_only_and_records():
     assert [(r.path, r.was, r.now) for r in records] == [("1", "relu", "gelu_sigmoid"),
                                                          ("2.1", "gelu_tanh", "gelu_none")]
     assert records[1].was_class == "torch.nn.modules.activation.GELU"
-    assert records[1].now_class == "gelulab.layers.torch.GELU(approximate='none', impl='formula')"
+    assert records[1].now_class == f"gelulab.layers.torch.GELU(approximate='none', impl={DEFAULT_IMPL!r})"
     assert isinstance(model[1], GELU) and model[1].approximate == "sigmoid"
     assert type(model[3]) is torch.nn.GELU and type(model[4]) is torch.nn.Tanh  # not selected / not an activation
     again = swap(model, to="relu", impl="builtin")  # gelulab's own layers are recognised too

@@ -113,10 +113,15 @@ def _kernels(key: str):
     return (_Compiled(f0, bf16=fix), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1, bf16=fix))
 
 
-@cache
 def kernel(key: str):
     """The kernel of catalogue entry `key` (KeyError if none): a callable on torch tensors of float32, bfloat16
-    or float16 (any shape), differentiable to second order through its own f' and f'' kernels."""
+    or float16 (any shape), differentiable to second order through its own f' and f'' kernels. Built for every
+    kernel when this module is imported, so that a first call inside torch.compile(fullgraph=True) finds it
+    (dynamo cannot trace the class definitions of _build)."""
+    return _BUILT[key]
+
+
+def _build(key: str):
     k0, k1, k2, k01 = _kernels(key)
 
     class D1(torch.autograd.Function):
@@ -157,3 +162,6 @@ def kernel(key: str):
 
     f.__name__ = f"{key}_kernel"
     return f
+
+
+_BUILT = {key: _build(key) for key in K.KERNELS}
