@@ -143,7 +143,8 @@ def derivative(fn, activation):
     gelulab's kernels (impl "kernel", torch.autograd.Function) go through torch.autograd.grad with
     create_graph=True instead: torch.compile of torch.func.vjp of an autograd.Function silently differentiates the
     Function's forward and ignores its backward (measured with torch 2.13), while torch.autograd.grad honours it
-    in eager and compiled code alike. Their float64 inputs take the formula, differentiated by torch.func.vjp
+    in eager and compiled code alike; where nothing differentiates the derivative further (x does not require
+    grad) it is the f' kernel itself, with no autograd. Their float64 inputs take the formula, differentiated by torch.func.vjp
     (aot_autograd has no double backward through torch.autograd.grad)."""
     if getattr(fn, "kernel", None) is not None:
         d_float64 = derivative(fn.float64, activation)
@@ -152,6 +153,8 @@ def derivative(fn, activation):
             if x.dtype == torch.float64:
                 return d_float64(x)
             outer = x.requires_grad  # an enclosing derivative differentiates this one: keep the graph
+            if not outer:  # f' times a cotangent of ones is the f' kernel itself (no forward value, no autograd)
+                return fn.kernel.d1(x)
             with torch.enable_grad():
                 xr = x if outer else x.detach().requires_grad_(True)
                 y = fn(xr)
