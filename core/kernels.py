@@ -61,8 +61,9 @@ class Kernel:
     """The float32 kernels of one catalogue entry (its `kernel` field, core.activations).
 
     value, d1, d2: f, f', f'' as functions (xp, x) of a float32 array x over a backend's kernel namespace xp.
-    a_max: (order 0, 1, 2) clamp points in |x|: beyond a_max[order], f(-a) (resp. f'(-a), f''(a)) rounds to -0 in
-      float32 and f(a) = a (f'(a) = 1); None where nothing is clamped (ReLU).
+    a_max: (order 0, 1, 2) clamp points in |x|: beyond a_max[order], f(-a) (resp. f'(-a)) rounds to -0 in float32
+      and f(a) to a (f'(a) to 1), and f''(+-a) is below the smallest normal (the kernel returns 0); None where
+      nothing is clamped (ReLU).
     d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.kernel_coeffs, fitted by
       core/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify` sends inputs near -A0
       to mpmath.
