@@ -84,7 +84,8 @@ class GridSpec:
 
     def cells(self, backend: str, device: str, modes_offered) -> list[Cell]:
         """Cells of this spec for one backend on one device, in run order (dtype, size, mode, direction, then
-        activation and impl: the cells timed side by side), keeping only the modes the backend offers."""
+        activation and impl: the cells timed side by side), keeping only the modes the backend offers and the kernel
+        cells of entries that have a kernel (catalogue field `kernel`)."""
         return [
             Cell(backend, device, mode, act, impl, direction, dtype, size)
             for dtype in self.dtypes
@@ -92,7 +93,7 @@ class GridSpec:
             for mode in self.modes if mode in modes_offered
             for direction in self.directions
             for act in self.activations
-            for impl in self.impls
+            for impl in self.impls if impl != "kernel" or ACTIVATIONS[act].kernel is not None
         ]
 
 

@@ -1,7 +1,8 @@
 """The catalogue of activations: the one place to add a new activation.
 
 An `Activation` carries everything that differs between activations: gelulab's formula (core.formulas) and its
-closed-form derivatives, the mpmath reference (core.mp_forms), the limits at +-inf, the clamp point of the formula,
+closed-form derivatives, the mpmath reference (core.mp_forms), the float32 kernels (core.kernels) and the float64
+closed forms that check them (core.float64_forms), the limits at +-inf, the clamp point of the formula,
 how the reference evaluates the far tail, the roots of the derivatives, the sign-of-zero and NaN-derivative rules,
 each framework's builtin (a descriptor the backend resolves, see `Call`, `TimesX`, `Expression`), and the traits
 the reports, plots and experiments read (baseline, smooth, colour, transformers' names). No module outside this
@@ -15,8 +16,11 @@ import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from gelulab.core import formulas, mp_forms
+import mpmath
+
+from gelulab.core import float64_forms, formulas, kernel_coeffs, kernels, mp_forms
 
 IMPLS = ("formula", "builtin", "kernel")
 # gelulab's implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
@@ -144,6 +148,13 @@ class Activation:
       benchmark, `gelulab run`'s moons arms, the accuracy bar).
     color: matplotlib colour of its lines in the benchmark plots.
     hf_names: transformers' ACT2FN names of this function (transformers/activations.py), for pretrained configs.
+    kernel: its float32 kernels, a core.kernels.Kernel (the f, f', f'' functions of core.kernels, their clamp points
+      and the float32 root of f'), used by impl "kernel", `gelulab verify`, parity and bench; None: no kernel (impl
+      "kernel" raises ValueError naming the key, and verify, parity and bench leave it out).
+    float64: f(x, order) on float64 numpy arrays for orders 0 and 1, closed forms that do not cancel
+      (core.float64_forms): the fast oracle of `gelulab verify`; None: none (verify needs one for an entry with a
+      kernel).
+    half_at_zero (derived, not a field): f(x) = x/2 + c x^2 + ... with c > 0 near 0, read from the mpmath reference.
     """
 
     key: str
@@ -167,6 +178,18 @@ class Activation:
     headline: bool = False
     color: str = "black"
     hf_names: tuple = ()
+    kernel: kernels.Kernel | None = None
+    float64: Callable | None = None
+
+    @cached_property
+    def half_at_zero(self) -> bool:
+        """Whether f(x) = x/2 + c x^2 + O(x^3) with c > 0 at 0, i.e. f'(0) = 1/2 and f''(0) > 0 in the mpmath
+        reference `mp` (every x S(x) with S(0) = 1/2 and S'(0) > 0: the GELU forms and SiLU; not ReLU). Then below
+        |x| = 2^-60 the correctly rounded f(x) is the rounding of x/2, a tie (the subnormal half of an odd x) going
+        to the larger neighbour: `gelulab verify`'s oracle rounds so, and the kernels' bfloat16 0x00FF gives 2^-126
+        (core.kernels.kernel_function)."""
+        zero = mpmath.mpf(0)
+        return bool(self.mp(zero, 1) == mpmath.mpf(0.5) and self.mp(zero, 2) > 0)
 
     @property
     def label(self) -> str:
@@ -207,7 +230,8 @@ def _entries():
             builtins={"numpy": Call("numpy.maximum", args=(0.0,)), "jax": Call("jax.nn.relu"),
                       "torch": Call("torch.nn.functional.relu"), "tensorflow": Call("tensorflow.nn.relu")},
             zero_sign=False, nan_derivative=False, smooth=False, baseline=True, headline=True, color="tab:red",
-            hf_names=("relu",),
+            hf_names=("relu",), kernel=kernels.Kernel(kernels.relu, kernels.relu_d1, kernels.relu_d2),
+            float64=float64_forms.relu,
         ),
         Activation(
             "gelu_none", "gelu", "none", formulas.gelu_none, formulas.gelu_none_d1, formulas.gelu_none_d2,
@@ -218,6 +242,9 @@ def _entries():
                       "tensorflow": Call("tensorflow.nn.gelu", kwargs={"approximate": False})},
             clamp=formulas.CLAMP_GELU_NONE, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-38.6, -37.2),),
             headline=True, color="tab:blue", hf_names=("gelu",),
+            kernel=kernels.Kernel(kernels.gelu_none, kernels.gelu_none_d1, kernels.gelu_none_d2,
+                                  a_max=kernels.GELU_NONE_A_MAX, d1_root=kernel_coeffs.GELU_A0_HI),
+            float64=float64_forms.gelu_none,
         ),
         Activation(
             "gelu_tanh", "gelu", "tanh", formulas.gelu_tanh, formulas.gelu_tanh_d1, formulas.gelu_tanh_d2,
@@ -230,6 +257,8 @@ def _entries():
                       "tensorflow": Call("tensorflow.nn.gelu", kwargs={"approximate": True})},
             clamp=formulas.CLAMP_GELU_TANH, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-21.6, -20.8),),
             color="tab:orange", hf_names=("gelu_pytorch_tanh", "gelu_new"),
+            kernel=kernels.sigmoid_kernel("gelu_tanh", kernels.z_tanh, kernels.zp_tanh, a_max=(11.0, 11.0, 11.0)),
+            float64=float64_forms.gelu_tanh,
         ),
         Activation(
             "gelu_sigmoid", "gelu", "sigmoid", formulas.gelu_sigmoid, formulas.gelu_sigmoid_d1,
@@ -239,8 +268,10 @@ def _entries():
             builtins={"numpy": TimesX("scipy.special.expit", k), "jax": TimesX("jax.nn.sigmoid", k),
                       "torch": TimesX("torch.sigmoid", k), "tensorflow": TimesX("tensorflow.math.sigmoid", k)},
             clamp=formulas.CLAMP_GELU_SIGMOID, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-420.0, -416.0),),
-            color="tab:green",
-            hf_names=("quick_gelu",),
+            color="tab:green", hf_names=("quick_gelu",),
+            kernel=kernels.sigmoid_kernel("gelu_sigmoid", kernels.z_sigmoid, kernels.zp_sigmoid,
+                                          a_max=(64.5, 65.0, 65.0)),
+            float64=float64_forms.gelu_sigmoid,
         ),
         Activation(
             "silu", "silu", None, formulas.silu, formulas.silu_d1, formulas.silu_d2, mp_forms.silu, _X_CDF_LIMITS,
@@ -255,6 +286,8 @@ def _entries():
             root_windows={1: ((-1.48, -1.08),), 2: ((-2.7, -2.1), (2.1, 2.7))},
             dense_tail=((-716.0, -707.0),),  # sigmoid(x) subnormal in float64 (x < -708.4) while f' is still normal
             color="tab:purple", hf_names=("silu", "swish"),
+            kernel=kernels.sigmoid_kernel("silu", kernels.z_silu, kernels.zp_silu, a_max=(109.0, 110.0, 110.0)),
+            float64=float64_forms.silu,
         ),
     )
 

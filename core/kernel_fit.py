@@ -143,39 +143,37 @@ def fit_exp_q(deg=5, r=0.42, n=400):
     return {"coeffs": coeffs, "p0_lo": p0_lo, "max_abs_err_r2q": err, "r_range": (-r, r)}
 
 
-# x sigma(z(x)) forms: z(a) and a z'(a) (exact decimals 1.702 and 0.044715, as the frameworks state them)
+# x sigma(z(x)) forms, by the catalogue key whose constants they name: z(a), a z'(a), a z''(a) (in f'') and a
+# starting guess for the zero B0 of B (exact decimals 1.702 and 0.044715, as the frameworks state them)
 _K = mpmath.mpf("1.702")
 _C = 2 * mpmath.sqrt(2 / mpmath.pi)
 _D = _C * mpmath.mpf("0.044715")
 SIGMA_FORMS = {
-    "silu": (lambda a: a, lambda a: a),
-    "gelu_sigmoid": (lambda a: _K * a, lambda a: _K * a),
-    "gelu_tanh": (lambda a: _C * a + _D * a**3, lambda a: _C * a + 3 * _D * a**3),
+    "silu": (lambda a: a, lambda a: a, lambda a: 0, 2.4),
+    "gelu_sigmoid": (lambda a: _K * a, lambda a: _K * a, lambda a: 0, 1.41),
+    "gelu_tanh": (lambda a: _C * a + _D * a**3, lambda a: _C * a + 3 * _D * a**3, lambda a: 6 * _D * a * a, 1.42),
 }
 WINDOW = 0.0625  # |a - A0| below which f' uses the explicit root (A0: the root of J)
 
 
 def _j_function(key):
     """J(a) = 1 + e^{-z(a)} - a z'(a): f'(-a) = e^{-z} J / (1 + e^{-z})^2 has the sign and the root of J."""
-    zf, wf = SIGMA_FORMS[key]
+    zf, wf, _, _ = SIGMA_FORMS[key]
     return lambda a: 1 + mpmath.exp(-zf(mpmath.mpf(a))) - wf(mpmath.mpf(a))
 
 
 def _b_function(key):
-    """B(a) with f''(-a) = sigma(-z) sigma(z) B(a): B = z' (2 - a z' (1 - 2 sigma(-z))) + 6 d a^2 (tanh form)."""
-    zf, wf = SIGMA_FORMS[key]
+    """B(a) with f''(-a) = sigma(-z) sigma(z) B(a): B = z' (2 - a z' (1 - 2 sigma(-z))) + a z''(a) (6 d a^2 for
+    the tanh form, 0 for the linear z)."""
+    zf, wf, zpp, _ = SIGMA_FORMS[key]
 
     def b(a):
         a = mpmath.mpf(a)
         t = 1 / (1 + mpmath.exp(zf(a)))
         zp = wf(a) / a
-        extra = 6 * _D * a * a if key == "gelu_tanh" else 0
-        return zp * (2 - a * zp * (1 - 2 * t)) + extra
+        return zp * (2 - a * zp * (1 - 2 * t)) + zpp(a)
 
     return b
-
-
-B_ROOT_GUESS = {"silu": 2.4, "gelu_sigmoid": 1.41, "gelu_tanh": 1.42}
 
 
 def sigma_root(key) -> mpmath.mpf:
@@ -216,14 +214,14 @@ def main(out: Path | None = None) -> dict:
     fits["GELU_K"] = fit_piece(lambda a: _mp_R(a) * mpmath.exp(a / 2), 0.0, SPLIT_VALUE, "a")
     fits["GELU_W"] = fit_piece(lambda a: a * _mp_R(a), SPLIT_VALUE, 14.5, "inv")
     pad_pair(fits["GELU_K"], fits["GELU_W"])
-    for key, (zf, wf) in SIGMA_FORMS.items():
+    for key, (_, _, _, b0_guess) in SIGMA_FORMS.items():
         root = sigma_root(key)
         j = _j_function(key)
         fits[f"{key.upper()}_J2"] = fit_window(lambda d, j=j, r=root: j(r + d) / d, WINDOW)
         consts[f"{key.upper()}_A0_HI"] = _f32(root)
         consts[f"{key.upper()}_A0_LO"] = _f32(root - _f32(root))
         b = _b_function(key)
-        b0 = mpmath.findroot(b, B_ROOT_GUESS[key])
+        b0 = mpmath.findroot(b, b0_guess)
         fits[f"{key.upper()}_B2"] = fit_window(lambda d, b=b, r=b0: b(r + d) / d, WINDOW)
         consts[f"{key.upper()}_B0_HI"] = _f32(b0)
         consts[f"{key.upper()}_B0_LO"] = _f32(b0 - _f32(b0))

@@ -34,10 +34,11 @@ Sources: Hendrycks & Gimpel, arXiv:1606.08415 (the GELU forms); Cody & Waite 198
 """
 from __future__ import annotations
 
-import numpy as np
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from gelulab.core import kernel_coeffs as KC
-from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.kernel_coeffs import (
     CENTER, COEFFS, GELU_A0_HI, GELU_A0_LO, GELU_SPLIT_D1, GELU_SPLIT_VALUE, P0_LO, SIGMA_WINDOW,
 )
@@ -53,8 +54,36 @@ X_TIE_BITS = 0x00FFFFFF
 SCALED_TIE_BITS = 0x207FFFFF  # (1 - 2^-24) 2^-62: the scaled result just below 2^-126 * 2^64
 C1_HI, C1_LO = float.fromhex("0x1.988454p-2"), float.fromhex("-0x1.857936p-27")  # 1/sqrt(2 pi) = hi + lo
 
-# clamp points: beyond A_MAX[key][order], f(-a) (resp. f'(-a), f''(a)) rounds to -0 and f(a) = a (f'(a) = 1)
-A_MAX = {"gelu_none": (14.5, 14.7, 14.7)}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The float32 kernels of one catalogue entry (its `kernel` field, core.activations).
+
+    value, d1, d2: f, f', f'' as functions (xp, x) of a float32 array x over a backend's kernel namespace xp.
+    a_max: (order 0, 1, 2) clamp points in |x|: beyond a_max[order], f(-a) (resp. f'(-a)) rounds to -0 in float32
+      and f(a) to a (f'(a) to 1), and f''(+-a) is below the smallest normal (the kernel returns 0); None where
+      nothing is clamped (ReLU).
+    d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.kernel_coeffs, fitted by
+      core/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify` sends inputs near -A0
+      to mpmath.
+    """
+
+    value: Callable
+    d1: Callable
+    d2: Callable
+    a_max: tuple | None = None
+    d1_root: float | None = None
+
+    def function(self, order: int) -> Callable:
+        """f (order 0), f' (1) or f'' (2); ValueError for another order."""
+        if order not in (0, 1, 2):
+            raise ValueError(f"order={order!r}; the kernels cover orders 0, 1 and 2")
+        return (self.value, self.d1, self.d2)[order]
+
+
+# exact GELU's clamp points: the fitted ranges of its value and f' polynomials (core/kernel_fit.py)
+GELU_NONE_A_MAX = (14.5, 14.7, 14.7)
 
 
 def _horner(u, coeffs):
@@ -96,8 +125,9 @@ def exp_neg(xp, s_hi, s_lo):
 
 
 def _keep_const(v: float, bits: int) -> float:
-    u = np.array(v, np.float32).view(np.uint32) & np.uint32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)
-    return float(u.view(np.float32))
+    """keep_bits for a Python float: v rounded to float32, its low 24 - bits mantissa bits cleared."""
+    (u,) = struct.unpack("<I", struct.pack("<f", v))
+    return struct.unpack("<f", struct.pack("<I", u & ((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)))[0]
 
 
 def _keep(xp, v, bits):
@@ -168,7 +198,7 @@ def gelu_none(xp, x):
     f(-a) = -2^-n E F P: for a < 2.5, E = e^{-(a^2 + a)/2} (with the reduction), F = a, P = K(a) = R(a) e^{a/2};
     for a >= 2.5, E = e^{-a^2/2}, F = 1, P = W(a) = a R(a); R(a) = Phi(-a) e^{a^2/2} (both P are flat)."""
     a = xp.abs(x)
-    amax = A_MAX["gelu_none"][0]
+    amax = GELU_NONE_A_MAX[0]
     ac = xp.where(a > amax, amax, a)
     low = ac < GELU_SPLIT_VALUE
     ah = xp.keep_bits(ac, 12)
@@ -193,7 +223,7 @@ def gelu_none_d1(xp, x):
     """d/dx x Phi(x) = Phi(x) + x phi(x) in float32; f'(-a) = e^{-a^2/2} (a - A0) D2(a), f'(a) = 1 - f'(-a),
     A0 = 0.75179... the root (GELU's minimum), D2 = (R(a) - a phi(0)) / (a - A0) flat in [-0.67, -0.42]."""
     a = xp.abs(x)
-    amax = A_MAX["gelu_none"][1]
+    amax = GELU_NONE_A_MAX[1]
     ac = xp.where(a > amax, amax, a)
     s_hi, s_lo = _a2(xp, ac)
     n, e_hi, e_lo = exp_neg(xp, s_hi, s_lo)
@@ -211,7 +241,7 @@ def gelu_none_d2(xp, x):
     """d2/dx2 x Phi(x) = phi(x) (2 - x^2) in float32, even in x; 2 - x^2 is formed exactly from the 12-bit halves
     of |x| (so the zeros at +-sqrt 2 keep their relative accuracy) and multiplied like the other kernels."""
     a = xp.abs(x)
-    amax = A_MAX["gelu_none"][2]
+    amax = GELU_NONE_A_MAX[2]
     ac = xp.where(a > amax, amax, a)
     ah = xp.keep_bits(ac, 12)
     al = ac - ah
@@ -231,7 +261,6 @@ def gelu_none_d2(xp, x):
 SIG_K_HI, SIG_K_LO = float.fromhex("0x1.b3ap+0"), float.fromhex("0x1.645a1cp-12")  # 1.702 = hi (12 bits) + lo
 TANH_C_HI, TANH_C_LO = float.fromhex("0x1.988p+0"), float.fromhex("0x1.14cf5p-14")  # 2 sqrt(2/pi), hi 12 bits
 TANH_D_HI, TANH_D_LO = float.fromhex("0x1.24p-4"), float.fromhex("0x1.13ca94p-14")  # 2 sqrt(2/pi) 0.044715, hi 10 bits
-A_MAX.update({"silu": (109.0, 110.0, 110.0), "gelu_sigmoid": (64.5, 65.0, 65.0), "gelu_tanh": (11.0, 11.0, 11.0)})
 
 
 def _split(xp, v, bits):
@@ -245,19 +274,19 @@ def _two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _z_silu(xp, a):
+def z_silu(xp, a):
     """z = a and a z'(a) = a, exact."""
     return (a, 0.0), (a, 0.0)
 
 
-def _z_sigmoid(xp, a):
+def z_sigmoid(xp, a):
     """z = 1.702 a = a z'(a) as a pair: 1.702's 12-bit head times a's 12-bit head is exact."""
     ah, al = _split(xp, a, 12)
     z = (SIG_K_HI * ah, SIG_K_HI * al + SIG_K_LO * a)
     return z, z
 
 
-def _z_tanh(xp, a):
+def z_tanh(xp, a):
     """z = 2u(a) = c a + d a^3 and a z'(a) = c a + 3 d a^3 (c = 2 sqrt(2/pi), d = 0.044715 c) as pairs whose low
     parts are below 2^-10 of the value: c a from 12-bit heads; a^3 = ah Ah + small, ah the 12-bit head of a and Ah
     the 12-bit head of ah^2 (exact), so ah Ah is exact, and its 12-bit head times d's 10-bit head is exact; the two
@@ -275,9 +304,6 @@ def _z_tanh(xp, a):
     z_hi, z_err = _two_sum(ca_hi, TANH_D_HI * c12)
     w_hi, w_err = _two_sum(ca_hi, (3.0 * TANH_D_HI) * c12)
     return (z_hi, (z_err + ca_lo) + d3_lo), (w_hi, (w_err + ca_lo) + 3.0 * d3_lo)
-
-
-Z_FUNCS = {"silu": _z_silu, "gelu_sigmoid": _z_sigmoid, "gelu_tanh": _z_tanh}
 
 
 def _prod2(xp, f_hi, f_lo, p_hi, p_lo):
@@ -314,12 +340,9 @@ def _sigma_scaled(xp, n, e_hi, e_lo):
     return t_hi, t_lo, d_hi, d_lo, down
 
 
-def _sig_value(key):
-    zfun = Z_FUNCS[key]
-
+def _sig_value(key, zfun, amax):
     def value(xp, x):
         a = xp.abs(x)
-        amax = A_MAX[key][0]
         ac = xp.where(a > amax, amax, a)
         (z_hi, z_lo), _ = zfun(xp, ac)
         n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
@@ -336,14 +359,12 @@ def _sig_value(key):
     return value
 
 
-def _sig_d1(key):
-    zfun = Z_FUNCS[key]
+def _sig_d1(key, zfun, amax):
     name = key.upper()
     a0_hi, a0_lo = getattr(KC, f"{name}_A0_HI"), getattr(KC, f"{name}_A0_LO")
 
     def d1(xp, x):
         a = xp.abs(x)
-        amax = A_MAX[key][1]
         ac = xp.where(a > amax, amax, a)
         (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
         n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
@@ -371,8 +392,7 @@ def _sig_d1(key):
     return d1
 
 
-def _sig_d2(key):
-    zfun, zpfun = Z_FUNCS[key], ZP_FUNCS[key]
+def _sig_d2(key, zfun, zpfun, amax):
     name = key.upper()
     b0_hi, b0_lo = getattr(KC, f"{name}_B0_HI"), getattr(KC, f"{name}_B0_LO")
 
@@ -380,7 +400,6 @@ def _sig_d2(key):
         # f'' is even: f''(-a) = T g B, T = sigma(-z), g = 1 - T, B = z' (2 - a z' (1 - 2T)) + 6 d a^2 (the last
         # term for the tanh form only); every factor is a pair, so B keeps its relative accuracy near its zeros
         a = xp.abs(x)
-        amax = A_MAX[key][2]
         ac = xp.where(a > amax, amax, a)
         (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
         n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
@@ -414,17 +433,17 @@ def _sig_d2(key):
     return d2
 
 
-def _zp_silu(xp, a):
+def zp_silu(xp, a):
     """z'(a) = 1 and the tanh form's extra term 6 d a^2 (0 here), as pairs."""
     return (1.0, 0.0), (0.0, 0.0)
 
 
-def _zp_sigmoid(xp, a):
+def zp_sigmoid(xp, a):
     """z'(a) = 1.702 and no extra term, as pairs."""
     return (SIG_K_HI, SIG_K_LO), (0.0, 0.0)
 
 
-def _zp_tanh(xp, a):
+def zp_tanh(xp, a):
     """z'(a) = c + 3 d a^2 and 6 d a^2 as pairs: a^2 from 12-bit halves, its 12-bit head times 3d's 8-bit head
     exact, c added by TwoSum."""
     ah, al = _split(xp, a, 12)
@@ -435,9 +454,6 @@ def _zp_tanh(xp, a):
     t3_lo = d3 * sqr + (3.0 * TANH_D_LO) * sq + (3.0 * (TANH_D_HI + TANH_D_LO)) * (al * (a + ah))
     zp_hi, zp_err = _two_sum(TANH_C_HI, t3_hi)
     return (zp_hi, (zp_err + TANH_C_LO) + t3_lo), (t3_hi + t3_hi, t3_lo + t3_lo)
-
-
-ZP_FUNCS = {"silu": _zp_silu, "gelu_sigmoid": _zp_sigmoid, "gelu_tanh": _zp_tanh}
 
 
 # --- ReLU -------------------------------------------------------------------------------------------------------
@@ -458,16 +474,31 @@ def relu_d2(xp, x):
     return xp.where(x != x, x, 0.0)  # noqa: PLR0124 - NaN test (the x branch keeps the graph connected)
 
 
+def sigmoid_kernel(key: str, z: Callable, zp: Callable, a_max: tuple) -> Kernel:
+    """The Kernel of the x sigma(z(x)) form named `key`: z(xp, a) -> ((z, z_lo), (a z'(a), lo)) and
+    zp(xp, a) -> ((z'(a), lo), (a z''(a), lo)) as float32 pairs (z_silu, z_sigmoid, z_tanh and zp_...), a_max its
+    clamp points per order (see Kernel). Its fitted constants are core.kernel_coeffs' KEY_A0_HI/LO and KEY_B0_HI/LO
+    (the zeros of f' and f'') and the window polynomials COEFFS["KEY_J2"], COEFFS["KEY_B2"] (KEY = key.upper(), the
+    names core/kernel_fit.py gives them)."""
+    a_max = tuple(a_max)
+    return Kernel(_sig_value(key, z, a_max[0]), _sig_d1(key, z, a_max[1]), _sig_d2(key, z, zp, a_max[2]),
+                  a_max=a_max, d1_root=getattr(KC, f"{key.upper()}_A0_HI"))
+
+
 BF16_TIE_BITS = 0x00FF0000  # the bfloat16 0x00FF as float32: its half rounds up to 2^-126 in bfloat16
 
 
-def kernel_function(key: str, order: int, dtype: str = "float32"):
-    """The float32 kernel f(xp, x) of `key` (order 0, 1, 2) for inputs of `dtype` (float32, bfloat16, float16),
-    whose result is then rounded once to `dtype`. For bfloat16 the value of a GELU form at 0x00FF, the one input
-    whose half lies in float32's subnormals while its bfloat16 rounding is the normal 2^-126, is given as 2^-126
-    (flush-to-zero would lose it). Raises KeyError for a key without a kernel."""
-    fn = KERNELS[key][order]
-    if dtype != "bfloat16" or order != 0 or not ACTIVATIONS[key].smooth:
+def kernel_function(activation, order: int, dtype: str = "float32"):
+    """The float32 kernel f(xp, x) of catalogue entry `activation` (its `kernel` field; order 0, 1, 2) for inputs
+    of `dtype` (float32, bfloat16, float16), whose result is then rounded once to `dtype`. For bfloat16 the value of
+    an entry with `half_at_zero` (f(x) = x/2 + c x^2, c > 0) at 0x00FF, the one input whose half lies in float32's
+    subnormals while its bfloat16 rounding is the normal 2^-126, is given as 2^-126 (flush-to-zero would lose it).
+    Raises ValueError naming the key for an entry without a kernel, or for an order other than 0, 1, 2."""
+    kern = activation.kernel
+    if kern is None:
+        raise ValueError(f"activation {activation.key!r} has no float32 kernel (impl 'kernel'); use impl 'formula'")
+    fn = kern.function(order)
+    if dtype != "bfloat16" or order != 0 or not activation.half_at_zero:
         return fn
 
     def bf16(xp, x):
@@ -477,9 +508,3 @@ def kernel_function(key: str, order: int, dtype: str = "float32"):
 
 
 _CONST_HEADS = {(v, b): _keep_const(v, b) for v in (C1_HI, SIG_K_HI, 1.0) for b in (8, 12)}
-
-KERNELS = {
-    "relu": (relu, relu_d1, relu_d2),
-    "gelu_none": (gelu_none, gelu_none_d1, gelu_none_d2),
-    **{k: (_sig_value(k), _sig_d1(k), _sig_d2(k)) for k in ("silu", "gelu_sigmoid", "gelu_tanh")},
-}

@@ -1,23 +1,28 @@
 """gelulab's float32 kernels (impl "kernel", core.kernels) per backend: against the correctly rounded mpmath
 reference on a spread of float32 bit patterns and the hard points (the zeros of f' and f'', the underflow tails,
 the smallest normal result), float32 only in the graph, the special values, and second-order graphs that stay
-connected (ReLU included). `gelulab verify` checks every float32 input; tests/test_verify.py runs it on a stride.
+connected (ReLU included). The catalogue fields the kernels and `gelulab verify` read (kernel: clamp points and
+root of f'; float64; half_at_zero) are checked against mpmath, and an entry without a kernel is left out
+everywhere. `gelulab verify` checks every float32 input; tests/test_verify.py runs it on a stride.
 """
 from __future__ import annotations
 
+import dataclasses
+
+import mpmath
 import numpy as np
 import pytest
 
 from gelulab.core import kernel_coeffs as KC
 from gelulab.core import kernel_fit
+from gelulab.core import kernels as K
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.kernels import KERNELS
 from gelulab.core.metrics import ulp_distance
 from gelulab.core.reference import reference
 from gelulab.core.tolerances import KERNEL_GOALS
 
-KEYS = [k for k in ACTIVATIONS if k in KERNELS]
+KEYS = [k for k, a in ACTIVATIONS.items() if a.kernel is not None]
 TINY = float(np.finfo(np.float32).smallest_normal)
 
 
@@ -54,7 +59,7 @@ def test_kernel_within_its_ulp_goal(backend, key, order):
         assert u.max() <= tol, f"{mode}: {u.max()} ULP at x={worst!r} ({np.float32(worst).view(np.uint32):#010x})"
 
 
-@pytest.mark.parametrize("key", [k for k in KEYS if k != "relu"])
+@pytest.mark.parametrize("key", [k for k in KEYS if ACTIVATIONS[k].half_at_zero])
 def test_smallest_normal_result_survives_flush_to_zero(backend, key):
     # x = 0x00FFFFFF: x/2 is a tie just below 2^-126 and f(x) = x/2 + O(x^2) rounds up to 2^-126 (XLA flushes
     # the formula's float64 -> float32 rounding to 0); likewise bfloat16 0x00FF
@@ -74,9 +79,9 @@ def test_special_values(backend, key):
         for mode in backend.modes:
             y = backend.to_numpy(backend.function(key, "kernel", order, mode)(backend.asarray(x)))
             same = (y == ref) | (np.isnan(y) & np.isnan(ref))
-            if order > 0 and key == "relu":
+            if order > 0 and not ACTIVATIONS[key].nan_derivative:
                 same[4] = True  # ReLU'(NaN) is not defined (core.tolerances.UNCOMPARED_NAN_DERIVATIVE)
-            if order == 0 and key != "relu":
+            if order == 0 and ACTIVATIONS[key].zero_sign:
                 zero = ref == 0
                 same[zero] &= np.signbit(y[zero]) == np.signbit(ref[zero])  # f(-0) = -0, f(-inf) = -0
             assert same.all(), (order, mode, y, ref)
@@ -163,3 +168,63 @@ def test_coefficients_are_what_the_fitting_script_makes():
     fit = kernel_fit.fit_window(lambda d: j(root + d) / d, kernel_fit.WINDOW)
     assert tuple(fit["coeffs"]) == KC.COEFFS["SILU_J2"]
     assert fit["max_rel_err"] < 2.0**-29
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_catalogue_kernel_fields_agree_with_mpmath(key):
+    # what the kernels and `gelulab verify` read from an entry with a kernel, against the mpmath reference
+    act = ACTIVATIONS[key]
+    kern = act.kernel
+    assert all(callable(kern.function(o)) for o in (0, 1, 2))
+    assert act.float64 is not None, "verify's oracle needs the float64 closed form"
+    x = np.array([-30.0, -5.0, -1.3, -0.3, 1e-3, 0.7, 2.0, 9.0], np.float64)
+    for order in (0, 1):
+        with np.errstate(all="ignore"):
+            v = act.float64(x, order)
+        with mpmath.workdps(40):
+            t = np.array([float(act.mp(mpmath.mpf(float(xi)), order)) for xi in x])
+        assert np.all(np.abs(v - t) <= 2.0**-40 * np.abs(t) + 1e-300), (order, v, t)
+    # half_at_zero: f(x) = x/2 + c x^2, c > 0, iff f(x) - x/2 > 0 at a small x of either sign
+    with mpmath.workdps(40):
+        h = mpmath.mpf(2) ** -20
+        bump = [act.mp(s * h, 0) - s * h / 2 for s in (1, -1)]
+    assert act.half_at_zero == all(b > 0 and abs(b) < h**2 for b in bump)
+    if 1 in act.root_windows:
+        x0 = -kern.d1_root
+        assert any(lo < x0 < hi for lo, hi in act.root_windows[1])
+        assert np.float32(x0) == x0 and abs(act.mp(mpmath.mpf(x0), 1)) < 2.0**-23
+    else:
+        assert kern.d1_root is None
+    if kern.a_max is not None:
+        for order, a in enumerate(kern.a_max):
+            beyond = np.array([np.nextafter(np.float32(a), np.float32(np.inf))], np.float32)
+            far = np.array([beyond[0], -beyond[0]], np.float32)
+            ref = reference(key, far, "float32", order).astype(np.float64)
+            if order < 2:  # beyond the clamp point f(-a), f'(-a) round to -0, f(a) to a and f'(a) to 1
+                assert ref[1] == 0.0 and np.signbit(ref[1]) and ref[0] == (far[0], 1.0)[order], (order, a, ref)
+            else:  # f''(+-a) is below the smallest normal (the kernel gives 0; subnormal results are not judged)
+                assert np.all(np.abs(ref) < TINY), (order, a, ref)
+
+
+def test_an_entry_without_a_kernel_is_refused_and_left_out(backend, monkeypatch):
+    # the kernel cells follow the catalogue field, not a list of keys: set one entry's kernel to None
+    from gelulab.benchmarks.grid import DIRECTIONS, GridSpec
+    from gelulab.experiments.parity.engine import groups
+    from gelulab.experiments.verify import oracle
+
+    key = next(k for k in KEYS if ACTIVATIONS[k].smooth)
+    monkeypatch.setitem(ACTIVATIONS, key, dataclasses.replace(ACTIVATIONS[key], kernel=None, float64=None))
+    with pytest.raises(ValueError, match=key):
+        backend.function(key, "kernel")
+    with pytest.raises(ValueError, match=key):
+        K.kernel_function(ACTIVATIONS[key], 0)
+    with pytest.raises(ValueError, match=key):
+        oracle.float64_value(key, 0, np.zeros(1))
+    assert backend.function(key, "formula") is not None
+    gs = groups([backend], impls=("formula", "kernel"), keys=tuple(ACTIVATIONS), orders=(0,))
+    assert {g.key for g in gs if g.impl == "kernel"} == set(KEYS) - {key}
+    assert {g.key for g in gs if g.impl == "formula"} == set(ACTIVATIONS)
+    spec = GridSpec((backend.name,), ("cpu",), ("eager",), tuple(ACTIVATIONS), ("formula", "kernel"), DIRECTIONS[:1],
+                    ("float32",), (10,))
+    cells = spec.cells(backend.name, "cpu", ("eager",))
+    assert {c.activation for c in cells if c.impl == "kernel"} == set(KEYS) - {key}

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gelulab.core import kernels as K
+from gelulab.core.activations import get_activation
 
 NAME = "jax"
 
@@ -48,9 +49,9 @@ class _Namespace:
 NS = _Namespace()
 
 
-def _in_float32(key, order):
+def _in_float32(act, order):
     def run(x):
-        fn = K.kernel_function(key, order, x.dtype.name)
+        fn = K.kernel_function(act, order, x.dtype.name)
         return fn(NS, x.astype(jnp.float32)).astype(x.dtype)
 
     return run
@@ -58,9 +59,10 @@ def _in_float32(key, order):
 
 @cache
 def kernel(key: str):
-    """The kernel of catalogue entry `key` (KeyError if none) as a jitted function with custom vjp; see module."""
-    K.KERNELS[key]
-    f0, f1, f2 = (_in_float32(key, o) for o in range(3))
+    """The kernel of catalogue entry `key` (ValueError if none) as a jitted function with custom vjp; see module."""
+    act = get_activation(key)
+    K.kernel_function(act, 0)  # ValueError now for an entry without a kernel
+    f0, f1, f2 = (_in_float32(act, o) for o in range(3))
 
     d2 = jax.jit(f2)
 

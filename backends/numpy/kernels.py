@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gelulab.core import kernels as K
+from gelulab.core.activations import get_activation
 
 NAME = "numpy"
 
@@ -54,12 +55,12 @@ def from_float32(y, like):
     return np.asarray(y, np.float32).astype(np.asarray(like).dtype)
 
 
-def _callable(key: str, order: int):
+def _callable(act, order: int):
     def f(x):
         x = np.asarray(x)
         if x.dtype == np.float64:
             raise TypeError("float64 is not a kernel dtype")
-        fn = K.kernel_function(key, order, x.dtype.name)
+        fn = K.kernel_function(act, order, x.dtype.name)
         with np.errstate(all="ignore"):
             return from_float32(fn(_NS, to_float32(x)), x)
 
@@ -80,8 +81,10 @@ _NS = _Namespace()
 
 def kernel(key: str):
     """The float32 kernel of catalogue entry `key` as a numpy callable (float32/bfloat16/float16 in, same dtype
-    out), with `.d` its derivative callable and `.d.d` the second derivative. KeyError for a key without kernel."""
-    f0, f1, f2 = (_callable(key, o) for o in range(3))
+    out), with `.d` its derivative callable and `.d.d` the second derivative. ValueError for a key without kernel."""
+    act = get_activation(key)
+    K.kernel_function(act, 0)  # ValueError now for an entry without a kernel
+    f0, f1, f2 = (_callable(act, o) for o in range(3))
     f1.d = f2
     f0.d = f1
     return f0

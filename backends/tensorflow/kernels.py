@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from gelulab.core import kernels as K
+from gelulab.core.activations import get_activation
 
 NAME = "tensorflow"
 
@@ -58,10 +59,10 @@ NS = _Namespace()
 _NAMES = {tf.float32: "float32", tf.bfloat16: "bfloat16", tf.float16: "float16"}
 
 
-def _compiled(key, order):
+def _compiled(act, order):
     @tf.function(jit_compile=True, reduce_retracing=True)
     def run(x):
-        fn = K.kernel_function(key, order, _NAMES[x.dtype])
+        fn = K.kernel_function(act, order, _NAMES[x.dtype])
         if x.dtype == tf.float32:
             return fn(NS, x)
         return tf.cast(fn(NS, tf.cast(x, tf.float32)), x.dtype)
@@ -71,10 +72,11 @@ def _compiled(key, order):
 
 @cache
 def kernel(key: str):
-    """The kernel of catalogue entry `key` (KeyError if none): a callable on tf tensors of float32, bfloat16 or
+    """The kernel of catalogue entry `key` (ValueError if none): a callable on tf tensors of float32, bfloat16 or
     float16 (any shape), differentiable to second order through its own f' and f'' kernels."""
-    K.KERNELS[key]
-    k0, k1, k2 = (_compiled(key, o) for o in range(3))
+    act = get_activation(key)
+    K.kernel_function(act, 0)  # ValueError now for an entry without a kernel
+    k0, k1, k2 = (_compiled(act, o) for o in range(3))
 
     @tf.custom_gradient
     def d1(x):

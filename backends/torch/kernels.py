@@ -17,6 +17,7 @@ from functools import cache
 import torch
 
 from gelulab.core import kernels as K
+from gelulab.core.activations import ACTIVATIONS, get_activation
 
 NAME = "torch"
 
@@ -108,16 +109,19 @@ class _Compiled:
 
 @cache
 def _kernels(key: str):
-    f0, f1, f2 = K.KERNELS[key]
-    fix = K.kernel_function(key, 0, "bfloat16") is not f0
+    act = get_activation(key)
+    fix = K.kernel_function(act, 0, "bfloat16") is not K.kernel_function(act, 0)  # ValueError if no kernel
+    f0, f1, f2 = (act.kernel.function(o) for o in range(3))
     return (_Compiled(f0, bf16=fix), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1, bf16=fix))
 
 
 def kernel(key: str):
-    """The kernel of catalogue entry `key` (KeyError if none): a callable on torch tensors of float32, bfloat16
+    """The kernel of catalogue entry `key` (ValueError if none): a callable on torch tensors of float32, bfloat16
     or float16 (any shape), differentiable to second order through its own f' and f'' kernels. Built for every
     kernel when this module is imported, so that a first call inside torch.compile(fullgraph=True) finds it
     (dynamo cannot trace the class definitions of _build)."""
+    if key not in _BUILT:
+        _BUILT[key] = _build(key)  # an entry added to the catalogue after this module was imported
     return _BUILT[key]
 
 
@@ -165,4 +169,4 @@ def _build(key: str):
     return f
 
 
-_BUILT = {key: _build(key) for key in K.KERNELS}
+_BUILT = {key: _build(key) for key, act in ACTIVATIONS.items() if act.kernel is not None}

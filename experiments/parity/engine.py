@@ -98,13 +98,16 @@ class CellResult:
 def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS):
     """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).
 
-    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks are left out."""
+    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks and kernels of
+    entries without one (their catalogue `kernel` is None) are left out."""
     out = []
     for b in backends:
         for mode in b.modes if modes is None else [m for m in modes if m in b.modes]:
             for impl in impls:
                 for key in keys:
                     if impl == "builtin" and not b.has_builtin(key):
+                        continue
+                    if impl == "kernel" and get_activation(key).kernel is None:
                         continue
                     for dtype in dtypes:
                         for order in orders:

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.kernels import KERNELS
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 from gelulab.experiments.verify.oracle import check_bound, expected
 
@@ -220,7 +219,7 @@ def run(args) -> int:
         raise ValueError(f"--max-chunks {args.max_chunks}: expected an integer >= 0")
     stride = 1 if args.exhaustive else args.stride
     names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
-    keys = _csv(args.activation, [k for k in ACTIVATIONS if k in KERNELS], "activation")
+    keys = _csv(args.activation, [k for k, a in ACTIVATIONS.items() if a.kernel is not None], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     out = check_writable(args.out)
     backends = [get_backend(n) for n in names]

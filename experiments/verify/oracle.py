@@ -1,69 +1,50 @@
 """The fast oracle of `gelulab verify`: correctly rounded values from a float64 evaluation with an error bound, and
 mpmath (core.reference) wherever that bound cannot decide the rounding.
 
-Each activation and its first derivative are evaluated in float64 by closed forms that do not cancel
-(scipy.special.erfc and expit; Hendrycks & Gimpel 2016, arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and
-erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q (p = expit(z), q = expit(-z)) for the sigmoid
-forms. Their relative error is taken to be at most FLOAT64_BOUND = 2^-40, about 1000 times the error of those
-routines (measured: below 2^-50), and `check_bound` verifies it against mpmath on a sample of every run. The
-float64 value v decides the rounding to the target dtype unless the interval v (1 +- FLOAT64_BOUND) contains a
-rounding midpoint of that dtype (about one input in 2^16 for float32); those inputs, every input within
-ROOT_WINDOW of a zero of f' (where p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is
-correctly rounded (core.reference). Below |x| = 2^-60 the value is x/2 rounded, ties (subnormal halves) broken
-towards the side of the x^2 term, which is positive for every GELU form.
+Each activation and its first derivative are evaluated in float64 by the closed forms of its catalogue entry's
+`float64` field (core.float64_forms: scipy.special.erfc and expit, which do not cancel; Hendrycks & Gimpel 2016,
+arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q
+(p = expit(z), q = expit(-z)) for the sigmoid forms. Their relative error is taken to be at most
+FLOAT64_BOUND = 2^-40, about 1000 times the error of those routines (measured: below 2^-50), and `check_bound`
+verifies it against mpmath on a sample of every run. The float64 value v decides the rounding to the target dtype
+unless the interval v (1 +- FLOAT64_BOUND) contains a rounding midpoint of that dtype (about one input in 2^16 for
+float32); those inputs, every input within ROOT_WINDOW of the zero of f' (the entry's kernel.d1_root, where
+p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is correctly rounded (core.reference). Below
+|x| = 2^-60 the value of an entry with `half_at_zero` (f = x/2 + c x^2, c > 0: the GELU forms and SiLU) is x/2
+rounded, ties (subnormal halves) broken towards the side of the x^2 term.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import scipy.special as sp
 
-from gelulab.core import kernel_coeffs as KC
+from gelulab.core.activations import get_activation
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.reference import reference
 
 FLOAT64_BOUND = 2.0**-40
 TINY_X = 2.0**-60
 ROOT_WINDOW = 2.0**-8  # |x - x0| below this goes to mpmath (x0 the zero of f')
-SQRT_HALF = math.sqrt(0.5)
-INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-SIGMA_Z = {
-    # key: (z(x), z'(x)) in float64; 1.702 and 0.044715 as the frameworks state them
-    "silu": (lambda x: x, lambda x: np.ones_like(x)),
-    "gelu_sigmoid": (lambda x: 1.702 * x, lambda x: np.full_like(x, 1.702)),
-    "gelu_tanh": (lambda x: 2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3),
-                  lambda x: 2 * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)),
-}
-ROOTS = {  # x0 < 0 with f'(x0) = 0 (core/kernel_fit.py)
-    "gelu_none": -KC.GELU_A0_HI,
-    "silu": -KC.SILU_A0_HI,
-    "gelu_sigmoid": -KC.GELU_SIGMOID_A0_HI,
-    "gelu_tanh": -KC.GELU_TANH_A0_HI,
-}
 
 
 def float64_value(key: str, order: int, x: np.ndarray) -> np.ndarray:
-    """f (order 0) or f' (order 1) of catalogue entry `key` at float64 x, in float64 (NaN where undefined).
-    Raises ValueError for an order other than 0 or 1 or a key without a closed form here."""
+    """f (order 0) or f' (order 1) of catalogue entry `key` at float64 x, in float64 (NaN where undefined): the
+    entry's `float64` closed form (core.float64_forms). Raises ValueError for an order other than 0 or 1 or an
+    entry without a float64 closed form."""
+    act = get_activation(key)
     if order not in (0, 1):
         raise ValueError(f"order {order!r}: the float64 oracle covers orders 0 and 1")
+    if act.float64 is None:
+        raise ValueError(f"no float64 closed form for {key!r} (its catalogue entry has float64=None)")
     with np.errstate(all="ignore"):
-        if key == "relu":
-            return np.where(x > 0, x, 0.0) if order == 0 else np.where(x > 0, 1.0, 0.0)
-        if key == "gelu_none":
-            phi_cdf = 0.5 * sp.erfc(-x * SQRT_HALF)
-            if order == 0:
-                return x * phi_cdf
-            return phi_cdf + x * (INV_SQRT_2PI * np.exp(-0.5 * x * x))
-        if key in SIGMA_Z:
-            zf, zpf = SIGMA_Z[key]
-            z = zf(x)
-            p = sp.expit(z)
-            if order == 0:
-                return x * p
-            return p + (x * zpf(x)) * (p * sp.expit(-z))
-    raise ValueError(f"no float64 closed form for {key!r}")
+        return act.float64(x, order)
+
+
+def _root(key: str) -> float | None:
+    """x0 < 0 with f'(x0) = 0 (minus the entry's kernel d1_root, core/kernel_fit.py), None where there is none."""
+    kern = get_activation(key).kernel
+    return None if kern is None or kern.d1_root is None else -kern.d1_root
 
 
 def _neighbours(r: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -95,12 +76,13 @@ def expected(key: str, order: int, x: np.ndarray, dtype: str) -> tuple[np.ndarra
         half_gap = np.where(v >= r64, hi - r64, r64 - lo) * 0.5
         undecided = np.abs(v - r64) >= half_gap - FLOAT64_BOUND * np.abs(v)
     undecided |= ~np.isfinite(x64) | (x64 == 0) | ~np.isfinite(v) | np.isnan(half_gap)
-    if order == 1 and key in ROOTS:
-        undecided |= np.abs(x64 - ROOTS[key]) < ROOT_WINDOW
+    x0 = _root(key) if order == 1 else None
+    if x0 is not None:
+        undecided |= np.abs(x64 - x0) < ROOT_WINDOW
     xnan = np.isnan(x64)
     r[xnan] = np.nan  # every form maps NaN to NaN (ReLU'(NaN) is left uncompared by the caller)
-    if order == 0 and key != "relu":
-        # |x| < 2^-60: f(x) = x/2 + c x^2 with c = S'(0) > 0 for every GELU form, far below an ULP of x/2, so the
+    if order == 0 and get_activation(key).half_at_zero:
+        # |x| < 2^-60: f(x) = x/2 + c x^2 with c > 0 (half_at_zero), c x^2 far below an ULP of x/2, so the
         # rounding is that of x/2 except where x/2 is a tie (a subnormal half of an odd x): then the true value
         # lies just above the midpoint and rounds to the larger neighbour (up for x > 0, towards 0 for x < 0)
         small = (np.abs(x64) < TINY_X) & (x64 != 0)
@@ -126,8 +108,9 @@ def check_bound(key: str, order: int, x: np.ndarray, n: int = 64, seed: int = 0)
 
     x64 = x.astype(np.float64)
     ok = np.isfinite(x64) & (x64 != 0)
-    if order == 1 and key in ROOTS:
-        ok &= np.abs(x64 - ROOTS[key]) >= ROOT_WINDOW
+    x0 = _root(key) if order == 1 else None
+    if x0 is not None:
+        ok &= np.abs(x64 - x0) >= ROOT_WINDOW
     cand = x64[ok]
     if cand.size == 0:
         return 0.0
