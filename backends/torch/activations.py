@@ -148,13 +148,14 @@ def derivative(fn, activation):
     (aot_autograd has no double backward through torch.autograd.grad)."""
     if getattr(fn, "kernel", None) is not None:
         d_float64 = derivative(fn.float64, activation)
+        level = getattr(fn, "kernel_order", 0)  # fn is the kernel's value (0) or its level-th derivative
 
         def d(x):
             if x.dtype == torch.float64:
                 return d_float64(x)
             outer = x.requires_grad  # an enclosing derivative differentiates this one: keep the graph
-            if not outer:  # f' times a cotangent of ones is the f' kernel itself (no forward value, no autograd)
-                return fn.kernel.d1(x)
+            if not outer and level < len(fn.kernel.derivatives):  # f^(level+1) times a cotangent of ones is that
+                return fn.kernel.derivatives[level](x)  # derivative's kernel itself (no forward value, no autograd)
             with torch.enable_grad():
                 xr = x if outer else x.detach().requires_grad_(True)
                 y = fn(xr)
@@ -162,6 +163,7 @@ def derivative(fn, activation):
             return g
 
         d.kernel = fn.kernel
+        d.kernel_order = level + 1
         d.float64 = d_float64
         return d
 

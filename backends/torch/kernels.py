@@ -165,7 +165,7 @@ def _build(key: str):
         return k0(x)
 
     f.__name__ = f"{key}_kernel"
-    f.d1 = k1  # f' alone, for a derivative that no enclosing derivative differentiates
+    f.derivatives = (k1, k2)  # f' and f'' alone, for a derivative that no enclosing derivative differentiates
     return f
 
 
