@@ -39,6 +39,7 @@ COMMANDS = {  # the cheapest options of each command that still reach its output
     "bench": ["--quick", "--backend", "numpy", "--no-plots"],
     "swap": ["--backends", "numpy", "--activations", "relu"],
     "run": ["--seeds", "1", "--epochs", "1"],
+    "verify": ["--stride", "1048577", "--backend", "numpy", "--activation", "relu", "--order", "0"],
 }
 TRAINABLE = [b for b in SELECTED if b != "numpy"]
 
