@@ -279,3 +279,40 @@ def test_default_is_the_float32_kernel(key):
     assert not has_f64("kernel")
     assert not has_f64()
     close(np.asarray(gelulab.apply(key, jax.numpy.asarray(x), "kernel")), key, x, "float32")
+
+
+XD = X[np.abs(X) > 1e-3].astype(np.float32)  # ReLU's derivatives are not defined at 0
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_jax_forward_and_reverse_mode_of_the_default(key):
+    jax = pytest.importorskip("jax")
+    f = lambda t: gelulab.apply(key, t)  # noqa: E731
+    close(jax.jvp(f, (XD,), (np.ones_like(XD),))[1], key, XD, "float32", order=1)
+    close(np.diag(jax.jacfwd(f)(XD[:16])), key, XD[:16], "float32", order=1)
+    close(np.diag(jax.hessian(lambda t: f(t).sum())(XD[:16])), key, XD[:16], "float32", order=2)
+    close(jax.vmap(jax.grad(jax.grad(f)))(XD), key, XD, "float32", order=2)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_torch_func_transforms_of_the_default(key):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(XD)
+    f = lambda t: gelulab.apply(key, t)  # noqa: E731
+    close(torch.diag(torch.func.jacrev(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
+    close(torch.diag(torch.func.jacfwd(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
+    close(torch.diag(torch.func.hessian(lambda t: f(t).sum())(x[:16])).numpy(), key, XD[:16], "float32", order=2)
+    close(torch.func.vmap(torch.func.grad(torch.func.grad(f)))(x).numpy(), key, XD, "float32", order=2)
+    close(torch.func.jvp(f, (x,), (torch.ones_like(x),))[1].numpy(), key, XD, "float32", order=1)
+
+
+def test_torch_jit_trace_of_a_kernel_is_one_clear_error_and_export_works():
+    torch = pytest.importorskip("torch")
+    from gelulab.layers.torch import GELU
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), GELU())
+    with pytest.raises(RuntimeError, match="cannot be recorded by torch.jit.trace"):
+        torch.jit.trace(model, torch.randn(2, 3))
+    z = torch.from_numpy(XD.reshape(-1, 1).repeat(3, axis=1))
+    exported = torch.export.export(model, (z,))
+    np.testing.assert_array_equal(exported.module()(z).detach().numpy(), model(z).detach().numpy())

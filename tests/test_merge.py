@@ -12,6 +12,7 @@ import pytest
 
 from gelulab import cli as gelulab
 from gelulab.backends import selected_backends
+from gelulab.core.activations import IMPLS
 from gelulab.experiments.moons import study as S
 
 PARITY = ["parity", "--backend", "numpy", "--activation", "gelu_none,relu", "--dtype", "float32", "--mode", "eager",
@@ -54,7 +55,7 @@ def test_merge_sets_two_parity_runs_side_by_side(parity_runs, tmp_path, capsys):
             finite = [c["max_ulp"] for c in mine if isinstance(c["max_ulp"], (int, float))]  # "nan": special values
             assert row["runs"][label]["max_ulp"] == max(finite)
             assert row["runs"][label]["beyond"] == sum(not c["passed"] for c in mine)
-    assert len(group["rows"]) == 2 * 2  # relu and gelu_none x formula and builtin (numpy)
+    assert len(group["rows"]) == 2 * len(IMPLS)  # relu and gelu_none x every impl (numpy)
     assert "| max ULP A | max ULP B |" in text
     assert "parity (parity): runs A, B" in capsys.readouterr().out
 

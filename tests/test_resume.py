@@ -25,6 +25,7 @@ from conftest import SELECTED
 import gelulab
 from gelulab import cli
 from gelulab.backends import capabilities
+from gelulab.core.activations import IMPLS
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 from gelulab.experiments.parity import command as parity
@@ -215,7 +216,7 @@ def test_parity_reuses_stored_groups_and_measures_stale_or_damaged_ones_again(tm
                                             f"{tmp_path / 'groups'}; run the same command again to resume\n")
     interrupt, calls[:] = False, []
     assert cli.main(argv) == 0
-    assert len(calls) == 16 - 2  # the two stored groups are read, not measured
+    assert len(calls) == 2 * len(IMPLS) * 2 * 2 - 2  # keys x impls x dtypes x orders; the two stored groups are read
     whole = json.loads((tmp_path / "parity.json").read_text())
     # one group stored with other versions, one damaged file: both measured again, with a line each
     files = sorted((tmp_path / "groups").glob("*.npz"))

@@ -1,8 +1,9 @@
 """JAX glue for gelulab's float32 kernels (core.kernels): the kernel namespace over jax.numpy and jax.lax, and each
-kernel as a jax.jit-compiled function with its own derivative (jax.custom_vjp), composable to second order.
+kernel as a jax.jit-compiled function with its own derivative (jax.custom_jvp), composable to second order.
 
-`kernel(key)(x)`: x a jax.Array of float32, bfloat16 or float16 (computed in float32, rounded once); its vjp is
-g * f'(x) by the f' kernel, whose own vjp is g * f''(x), so jax.grad(jax.grad(...)) runs the kernels too. Each
+`kernel(key)(x)`: x a jax.Array of float32, bfloat16 or float16 (computed in float32, rounded once); its jvp is
+t * f'(x) by the f' kernel, whose own jvp is t * f''(x); jax transposes them for reverse mode, so jax.grad,
+jax.jvp, jax.jacfwd, jax.hessian and jax.grad(jax.grad(...)) all run the kernels. Each
 callable is wrapped in jax.jit: eager callers get one fused XLA computation, and inside a user's jit it inlines.
 No global setting is changed (in particular not jax_enable_x64): every value is float32.
 """
@@ -59,36 +60,31 @@ def _in_float32(act, order):
 
 @cache
 def kernel(key: str):
-    """The kernel of catalogue entry `key` (ValueError if none) as a jitted function with custom vjp; see module."""
+    """The kernel of catalogue entry `key` (ValueError if none) as a jitted function with custom jvp; see module."""
     act = get_activation(key)
     K.kernel_function(act, 0)  # ValueError now for an entry without a kernel
     f0, f1, f2 = (_in_float32(act, o) for o in range(3))
 
     d2 = jax.jit(f2)
 
-    @jax.custom_vjp
+    @jax.custom_jvp
     def d1(x):
         return f1(x)
 
-    def d1_fwd(x):
-        return f1(x), x
+    @d1.defjvp
+    def d1_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return d1(x), t * d2(x)
 
-    def d1_bwd(x, g):
-        return (g * d2(x),)
-
-    d1.defvjp(d1_fwd, d1_bwd)
-
-    @jax.custom_vjp
+    @jax.custom_jvp
     def f(x):
         return f0(x)
 
-    def f_fwd(x):
-        return f0(x), x
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), t * d1(x)
 
-    def f_bwd(x, g):
-        return (g * d1(x),)
-
-    f.defvjp(f_fwd, f_bwd)
     fn = jax.jit(f)
     fn.derivatives = (jax.jit(d1), d2)
     return fn

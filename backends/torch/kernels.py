@@ -12,6 +12,7 @@ global torch setting is changed.
 """
 from __future__ import annotations
 
+import warnings
 from functools import cache
 
 import torch
@@ -56,12 +57,18 @@ NS = _Namespace()
 
 
 def _tracing() -> bool:
-    """Whether a tracer (torch.compile's dynamo, make_fx) is recording ops rather than running them."""
+    """Whether a tracer (torch.compile's dynamo, torch.export, make_fx, torch.fx.symbolic_trace) is recording ops
+    rather than running them. Raises RuntimeError under torch.jit.trace, which cannot record the kernels' bit casts."""
+    if torch.jit.is_tracing():
+        raise RuntimeError("gelulab's float32 kernels cannot be recorded by torch.jit.trace (its IR has no bit-cast "
+                           "view, aten::view.dtype); use torch.export or torch.compile, or impl='formula'")
     if torch.compiler.is_compiling():
         return True
+    from torch.fx import _symbolic_trace
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-    return get_proxy_mode() is not None
+    symbolic = getattr(_symbolic_trace, "is_fx_symbolic_tracing", lambda: False)
+    return symbolic() or get_proxy_mode() is not None
 
 
 def _recompile_room():
@@ -96,8 +103,17 @@ class _Compiled:
         else:
             if self._compiled is None:
                 self._compiled = torch.compile(self._run, fullgraph=True)
-            with _recompile_room():
-                y = self._compiled(x)
+            try:
+                with _recompile_room():
+                    y = self._compiled(x)
+            except Exception as e:  # noqa: BLE001 - inductor could not build the loop (e.g. no C++ compiler)
+                if self._compiled is self._run:
+                    raise
+                warnings.warn(f"gelulab: torch.compile of a float32 kernel failed ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}); running its ops eagerly (same values, "
+                              "slower)", RuntimeWarning, stacklevel=3)
+                self._compiled = self._run
+                y = self._run(x)
         if dtype == torch.float32:
             return y
         if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
@@ -136,11 +152,21 @@ def _build(key: str):
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(inputs[0])
+            ctx.save_for_forward(inputs[0])
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
             return g * k2(x)
+
+        @staticmethod
+        def jvp(ctx, t):
+            (x,) = ctx.saved_tensors
+            return t * k2(x)
+
+        @staticmethod
+        def vmap(info, in_dims, x):  # elementwise: the batch dimension stays where it is
+            return D1.apply(x), in_dims[0]
 
     class F(torch.autograd.Function):
         @staticmethod
@@ -150,6 +176,7 @@ def _build(key: str):
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(inputs[0], output[1])
+            ctx.save_for_forward(inputs[0], output[1])
             ctx.mark_non_differentiable(output[1])
 
         @staticmethod
@@ -158,6 +185,16 @@ def _build(key: str):
             if torch.is_grad_enabled():  # a graph of the backward is being built: f' as a Function of x
                 return g * D1.apply(x)
             return g * d
+
+        @staticmethod
+        def jvp(ctx, t):  # forward mode (torch.func.jvp, jacfwd, hessian): t f'(x), f' a Function for 2nd order
+            x, _d = ctx.saved_tensors
+            return t * D1.apply(x), None
+
+        @staticmethod
+        def vmap(info, in_dims, x):
+            y, d = F.apply(x)
+            return (y, d), (in_dims[0], in_dims[0])
 
     def f(x):
         if torch.is_grad_enabled() and x.requires_grad:
