@@ -22,7 +22,7 @@ from pathlib import Path
 import mpmath
 import numpy as np
 
-mpmath.mp.dps = 60
+DPS = 60  # decimal digits of every mpmath evaluation here (mpmath.workdps: the global mpmath.mp is left alone)
 
 
 def _f32(v: float) -> float:
@@ -34,6 +34,7 @@ def _mp_R(a):
     return mpmath.erfc(a / mpmath.sqrt(2)) / 2 * mpmath.exp(a * a / 2)
 
 
+@mpmath.workdps(DPS)
 def gelu_root() -> mpmath.mpf:
     """A0: the root of exact GELU's derivative at x = -A0 (R(a) = a phi(0) e^0... i.e. Phi(-a) = a phi(a))."""
     c1 = 1 / mpmath.sqrt(2 * mpmath.pi)
@@ -83,6 +84,7 @@ VARIABLES = {
 }
 
 
+@mpmath.workdps(DPS)
 def fit_piece(fun, a_lo, a_hi, var, tol=2.0**-29, max_degree=16, n=700):
     """Fit fun(a) (mpmath function) on [a_lo, a_hi] as a polynomial in u = var(a) - center, with the smallest degree
     whose float32-coefficient fit has max relative error below `tol`.
@@ -136,6 +138,7 @@ def pad_pair(lo, hi):
         f["coeffs"] = list(f["coeffs"]) + [0.0] * (n - len(f["coeffs"]))
 
 
+@mpmath.workdps(DPS)
 def fit_exp_q(deg=5, r=0.42, n=400):
     u = cheb_nodes(-r, r, n)
     y = np.array([float((mpmath.exp(-mpmath.mpf(v)) - 1 + mpmath.mpf(v)) / mpmath.mpf(v) ** 2) for v in u])
@@ -145,9 +148,10 @@ def fit_exp_q(deg=5, r=0.42, n=400):
 
 # x sigma(z(x)) forms, by the catalogue key whose constants they name: z(a), a z'(a), a z''(a) (in f'') and a
 # starting guess for the zero B0 of B (exact decimals 1.702 and 0.044715, as the frameworks state them)
-_K = mpmath.mpf("1.702")
-_C = 2 * mpmath.sqrt(2 / mpmath.pi)
-_D = _C * mpmath.mpf("0.044715")
+with mpmath.workdps(DPS):
+    _K = mpmath.mpf("1.702")
+    _C = 2 * mpmath.sqrt(2 / mpmath.pi)
+    _D = _C * mpmath.mpf("0.044715")
 SIGMA_FORMS = {
     "silu": (lambda a: a, lambda a: a, lambda a: 0, 2.4),
     "gelu_sigmoid": (lambda a: _K * a, lambda a: _K * a, lambda a: 0, 1.41),
@@ -176,11 +180,13 @@ def _b_function(key):
     return b
 
 
+@mpmath.workdps(DPS)
 def sigma_root(key) -> mpmath.mpf:
     """A0 > 0 with J(A0) = 0: f'(-A0) = 0, the minimum of f at x = -A0."""
     return mpmath.findroot(_j_function(key), 1.0)
 
 
+@mpmath.workdps(DPS)
 def fit_window(fun, h, n=300, tol=2.0**-30, max_degree=12):
     """fun(d) (mpmath) on [-h, h] as a polynomial in d (constant term a float32 pair), smallest degree below tol."""
     d = cheb_nodes(-h, h, n)
@@ -198,6 +204,7 @@ SPLIT_VALUE = 2.0  # exact GELU value: K(a) = R(a) e^{a/2} in a below, W(a) = a 
 SPLIT_D1 = 2.0  # exact GELU f': D2(a) in a below, in 1/a above
 
 
+@mpmath.workdps(DPS)
 def main(out: Path | None = None) -> dict:
     """Fit every kernel polynomial, print the report and write core/kernel_coeffs.py (or `out`)."""
     c1 = 1 / mpmath.sqrt(2 * mpmath.pi)

@@ -42,11 +42,11 @@ class KnownFault:
     @property
     def classification(self) -> str:
         """The fault's kind (a key of KINDS): `kind` when given; else "gelulab" for gelulab's own formula
-        (impl "formula"), "unreported" when the link says no upstream report exists ("no ... report ..."), and
+        or kernel (impl "formula" or "kernel"), "unreported" when the link says no upstream report exists ("no ... report ..."), and
         "upstream" otherwise."""
         if self.kind is not None:
             return self.kind
-        if self.impl == "formula":
+        if self.impl in ("formula", "kernel"):  # the kernel's own cells, and its float64 cells, which are the formula's
             return "gelulab"
         return "unreported" if self.link.lower().startswith("no ") else "upstream"
 
@@ -366,9 +366,11 @@ KNOWN_FAULTS: tuple[KnownFault, ...] = (
 )
 
 
-# impl "kernel" computes float64 inputs with the formula: its float64 cells share the formula's faults
-KNOWN_FAULTS = KNOWN_FAULTS + tuple(
-    replace(f, impl="kernel") for f in KNOWN_FAULTS if f.impl == "formula" and f.dtypes == ("float64",)
+# impl "kernel" computes float64 inputs with the formula: its float64 cells share the formula's faults, each copy
+# placed right after its formula entry so that a cell of either impl meets the same first match (known_fault)
+KNOWN_FAULTS = tuple(
+    g for f in KNOWN_FAULTS
+    for g in ((f, replace(f, impl="kernel")) if f.impl == "formula" and f.dtypes == ("float64",) else (f,))
 )
 
 
