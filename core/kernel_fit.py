@@ -8,12 +8,16 @@ then rounded to float32 one at a time from the constant term upwards, refitting 
 so that they absorb the rounding error (the constant term is kept as a float32 pair, hi + lo). The report printed
 gives the max relative error of each fit with its float32 coefficients, evaluated in float64.
 
-Functions fitted (a = |x| >= 0, t = (a - T_SHIFT) / (a + T_SHIFT), phi the standard normal density):
+Functions fitted (a = |x| >= 0, phi the standard normal density, R(a) = Phi(-a) e^{a^2/2}; each polynomial is in
+u = v - centre, v = a or v = 1/a as stated, the centre chosen by fit_piece):
 * EXP_Q(r) = (e^-r - 1 + r) / r^2 on |r| <= 0.42, absolute error of r^2 EXP_Q (the exp kernel's tail terms).
-* GELU_R(u): R(a) = Phi(-a) e^{a^2/2} for a in [0, 1] (exact GELU value, a < 1), u = t - GELU_R_CENTER.
-* GELU_W(u): W(a) = a R(a) for a in [1, 14.5] (exact GELU value, a >= 1), u = t - GELU_W_CENTER.
-* GELU_D2(u): (R(a) - a phi(0)) / (a - A0) for a in [0, 14.7] (exact GELU's f'(-a) / (e^{-a^2/2} (a - A0))),
-  A0 = 0.7517915246... the root of f', u = t - GELU_D2_CENTER.
+* GELU_K: K(a) = R(a) e^{a/2} for a in [0, 2] (exact GELU value below SPLIT_VALUE), v = a.
+* GELU_W: W(a) = a R(a) for a in [2, 14.5] (exact GELU value above SPLIT_VALUE), v = 1/a.
+* GELU_D2_LO, GELU_D2_HI: D2(a) = (R(a) - a phi(0)) / (a - A0) (exact GELU's f'(-a) / (e^{-a^2/2} (a - A0))) for a in
+  [0, 2] with v = a and in [2, 14.7] with v = 1/a; A0 = 0.7517915246... the root of f'.
+* <KEY>_J2, <KEY>_B2 for each sigmoid form of SIGMA_FORMS (SiLU, sigmoid GELU, tanh GELU): J(a)/(a - A0) and
+  B(a)/(a - B0) on |a - root| <= WINDOW, the factors that keep f' (J) and f'' (B) accurate next to their zeros
+  A0, B0 (found by mpmath.findroot), as polynomials in a - root.
 """
 from __future__ import annotations
 

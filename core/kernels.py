@@ -16,10 +16,13 @@ How each result is made accurate (the libm techniques of CORE-MATH, SLEEF and fd
   into s_hi + s_lo (a^2 from the 12-bit halves of a, bit masks, no FMA needed), the Cody-Waite reduction
   r = s - n ln2 exact for its leading part (ln2's 16-bit head times n has no rounding, Sterbenz does the rest),
   and E = (1 - r) + r^2 Q(r) kept as a pair (1 - r_hi is a Fast2Sum).
-* One polynomial, one Horner chain. P is a polynomial in the Moebius variable t = (a - 3)/(a + 3) (one divide)
-  shifted to the middle of its range, so its constant term (a float32 pair) dominates and the chain's rounding
-  errors are scaled down; coefficients are selected with `where` (exact GELU's value has two pieces, a < 1 and
-  a >= 1), never gathered.
+* One polynomial, one Horner chain (exact GELU). P is a polynomial in u = v - c, with v = a below the split
+  point a = 2 (GELU_SPLIT_VALUE, GELU_SPLIT_D1) and v = 1/a above it (one divide) and c a centre inside the
+  piece's range chosen by the fit, so its constant term (a float32 pair) dominates and the chain's rounding errors
+  are scaled down; the two pieces' coefficients are selected with `where`, never gathered, and run through one
+  Horner chain. The sigmoid forms (x sigma(z(x)): SiLU, sigmoid and tanh GELU) need no polynomial but the
+  exponential's: sigma(-z) = e^-z / (1 + e^-z) by one divide and its exact remainder (12-bit heads), and near the
+  zero of f' (|a - A0| < SIGMA_WINDOW) f' = (a - A0) J(a) with J a short polynomial in a - A0.
 * One rounding. The product F E P is formed exactly from 8-bit heads (three 8-bit heads multiply without
   rounding) plus the small cross terms, so the only rounding of size half an ULP is the final one.
 * Flush to zero. The power 2^-n is applied as 2^(64-n) then 2^-64 after the final sum, so no intermediate is
@@ -195,8 +198,9 @@ def gelu_none(xp, x):
     """Exact GELU x Phi(x) in float32 (x: float32 array); within 1 ULP of the correctly rounded value for every
     float32 x whose result is normal.
 
-    f(-a) = -2^-n E F P: for a < 2.5, E = e^{-(a^2 + a)/2} (with the reduction), F = a, P = K(a) = R(a) e^{a/2};
-    for a >= 2.5, E = e^{-a^2/2}, F = 1, P = W(a) = a R(a); R(a) = Phi(-a) e^{a^2/2} (both P are flat)."""
+    f(-a) = -2^-n E F P: for a < 2 (GELU_SPLIT_VALUE), E = e^{-(a^2 + a)/2} (with the reduction), F = a,
+    P = K(a) = R(a) e^{a/2}, a polynomial in a; for a >= 2, E = e^{-a^2/2}, F = 1, P = W(a) = a R(a), a polynomial
+    in 1/a; R(a) = Phi(-a) e^{a^2/2} (both P are flat: core/kernel_fit.py fits them)."""
     a = xp.abs(x)
     amax = GELU_NONE_A_MAX[0]
     ac = xp.where(a > amax, amax, a)
@@ -221,7 +225,8 @@ def gelu_none(xp, x):
 
 def gelu_none_d1(xp, x):
     """d/dx x Phi(x) = Phi(x) + x phi(x) in float32; f'(-a) = e^{-a^2/2} (a - A0) D2(a), f'(a) = 1 - f'(-a),
-    A0 = 0.75179... the root (GELU's minimum), D2 = (R(a) - a phi(0)) / (a - A0) flat in [-0.67, -0.42]."""
+    A0 = 0.75179... the root (GELU's minimum), D2 = (R(a) - a phi(0)) / (a - A0) a polynomial in a below
+    a = 2 (GELU_SPLIT_D1) and in 1/a above (pieces GELU_D2_LO, GELU_D2_HI)."""
     a = xp.abs(x)
     amax = GELU_NONE_A_MAX[1]
     ac = xp.where(a > amax, amax, a)

@@ -10,8 +10,9 @@ that are 0 or normal, correctly rounded result 0 or normal: the kernels' 1-ULP c
 1 ULP and beyond, the worst input, the max over subnormal results, and mismatches of the special-value contract
 (NaN, +-inf, the sign of a zero result); and, per activation/order/dtype, the number of inputs where the backends
 do not all return the same bits. Results go to --out (default results/verify): chunks.jsonl (one line per finished
-chunk, appended and flushed, so an interrupted run resumes where it stopped; a run with other settings starts a new
-file), summary.json and report.md. Backends: GELULAB_BACKEND or --backend, called as eager callers call them
+chunk, appended and flushed, so an interrupted run resumes where it stopped; each line carries the id of its
+settings, kernel source and package versions, and lines of other ids are ignored, so a changed kernel or framework
+is verified afresh), summary.json and report.md. Backends: GELULAB_BACKEND or --backend, called as eager callers call them
 (--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
 framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
 """
@@ -31,6 +32,10 @@ from gelulab.core.report import atomic_write_text, environment, markdown_table, 
 from gelulab.experiments.verify.oracle import check_bound, expected
 
 FLOAT32_PATTERNS = 1 << 32
+MAX_CHUNKS = 1 << 20  # more chunks than this is a mistake in --chunk (a 4-byte chunk of 2^32 inputs), refused
+BOUND_SAMPLE_STRIDE = 65537  # the oracle's float64 bound is checked on a spread of these float32 inputs every run
+# the source files whose text decides the verified bits, beside backends/<name>/kernels.py of each selected backend
+KERNEL_SOURCES = ("core/kernels.py", "core/kernel_coeffs.py", "core/float64_forms.py", "experiments/verify/oracle.py")
 SMALL_DTYPES = ("bfloat16", "float16")
 ORDERS = (0, 1)
 
@@ -162,6 +167,7 @@ class Runner:
         self._fns = {}
         self.n_mpmath = 0
         self.bound_worst = 0.0
+        self.bound_checked = False
 
     def fn(self, b, key, order):
         k = (b.name, key, order)
@@ -170,7 +176,17 @@ class Runner:
             self._fns[k] = b.function(key, "kernel", order, mode)
         return self._fns[k]
 
-    def chunk(self, x: np.ndarray, dtype: str, check: bool = False) -> dict:
+    def check_bound(self, x: np.ndarray, n: int = 64) -> float:
+        """Check the float64 oracle's error bound against mpmath on n inputs sampled from x (float32) for every
+        selected (activation, order); keeps and returns the worst ratio to the bound (>= 1: the bound is wrong)."""
+        with np.errstate(all="ignore"):
+            for key in self.keys:
+                for order in self.orders:
+                    self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=n))
+        self.bound_checked = True
+        return self.bound_worst
+
+    def chunk(self, x: np.ndarray, dtype: str) -> dict:
         from gelulab.core.dtypes import get_dtype
 
         tiny = float(get_dtype(dtype).finfo.smallest_normal)
@@ -184,9 +200,6 @@ class Runner:
                 with np.errstate(all="ignore"):
                     ref, n_mp = expected(key, order, x, dtype)
                 self.n_mpmath += n_mp
-                if check:
-                    with np.errstate(all="ignore"):
-                        self.bound_worst = max(self.bound_worst, check_bound(key, order, x, n=16))
                 with np.errstate(all="ignore"):
                     ctx = reference_context(key, order, x, ref, tiny)
                 ys = []
@@ -211,25 +224,28 @@ def run(args) -> int:
     from gelulab.backends import BACKEND_NAMES, get_backend, selected_backends
     from gelulab.core.output import Interrupted, check_writable
 
-    if args.stride is not None and args.stride < 1:
-        raise ValueError(f"--stride {args.stride}: expected an integer >= 1")
+    if args.stride is not None and not 1 <= args.stride <= FLOAT32_PATTERNS:
+        raise ValueError(f"--stride {args.stride}: expected an integer from 1 to 2^32")
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
     if args.max_chunks is not None and args.max_chunks < 0:
         raise ValueError(f"--max-chunks {args.max_chunks}: expected an integer >= 0")
     stride = 1 if args.exhaustive else args.stride
+    n_inputs = (FLOAT32_PATTERNS + stride - 1) // stride
+    if (n_inputs + args.chunk - 1) // args.chunk > MAX_CHUNKS:
+        raise ValueError(f"--chunk {args.chunk}: expected at least {-(-n_inputs // MAX_CHUNKS)} inputs per chunk for "
+                         f"{n_inputs} inputs (at most {MAX_CHUNKS} chunks)")
     names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
     keys = _csv(args.activation, [k for k, a in ACTIVATIONS.items() if a.kernel is not None], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     out = check_writable(args.out)
     backends = [get_backend(n) for n in names]
     config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
-              "mode": args.mode}
+              "mode": args.mode, "code": code_digest(names), "versions": _versions(backends)}
     cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     log = out / "chunks.jsonl"
     done = _read_log(log, cid)
     runner = Runner(backends, keys, orders, args.mode)
-    n_inputs = (FLOAT32_PATTERNS + stride - 1) // stride
     n_chunks = (n_inputs + args.chunk - 1) // args.chunk
     todo = [c for c in range(n_chunks) if ("float32", c) not in done]
     if args.max_chunks is not None:
@@ -239,14 +255,19 @@ def run(args) -> int:
     t_start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     try:
+        runner.check_bound(_bits_to_float32(np.arange(0, FLOAT32_PATTERNS, BOUND_SAMPLE_STRIDE, dtype=np.uint64)))
         with open(log, "a") as f:
+            if f.tell() and not log.read_bytes().endswith(b"\n"):
+                f.write("\n")  # a line cut short by an interruption: the next record starts on a line of its own
             for dtype in SMALL_DTYPES:
                 if (dtype, 0) not in done:
-                    _append(f, cid, dtype, 0, runner.chunk(_all_small(dtype), dtype), 0.0)
-            for j, c in enumerate(todo):
+                    t0 = time.perf_counter()
+                    res = runner.chunk(_all_small(dtype), dtype)
+                    _append(f, cid, dtype, 0, res, time.perf_counter() - t0)
+            for c in todo:
                 t0 = time.perf_counter()
                 idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
-                res = runner.chunk(_bits_to_float32(idx), "float32", check=(j == 0))
+                res = runner.chunk(_bits_to_float32(idx), "float32")
                 dt = time.perf_counter() - t0
                 _append(f, cid, "float32", c, res, dt)
                 print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
@@ -262,6 +283,29 @@ def run(args) -> int:
     atomic_write_text(out / "report.md", report_md(summary))
     print(f"report: {out / 'report.md'}")
     return 0 if summary["passed"] else 1
+
+
+def code_digest(names) -> str:
+    """sha256 (first 16 hex digits) of the kernel source files (KERNEL_SOURCES and backends/<name>/kernels.py of
+    each named backend): a changed kernel gives another config id, so old chunks are not reused for it."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for rel in (*KERNEL_SOURCES, *(f"backends/{n}/kernels.py" for n in names)):
+        path = root / rel
+        h.update(rel.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _versions(backends) -> dict:
+    """gelulab's, numpy's and scipy's versions and each backend's framework versions (part of the config id)."""
+    import scipy
+
+    from gelulab.core.provenance import gelulab_version
+
+    out = {"gelulab": gelulab_version(), "numpy": np.__version__, "scipy": scipy.__version__}
+    for b in backends:
+        out.update(b.versions())
+    return out
 
 
 def _append(f, cid, dtype, chunk, res, seconds):
@@ -287,11 +331,10 @@ def _read_log(path: Path, cid: str) -> dict:
 def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, backends) -> dict:
     """Aggregate the finished chunks into per-cell figures, the verdict and the measured throughput."""
     cells, differ = {}, {}
-    chunk_seconds, chunk_inputs = 0.0, 0
+    per_input = []  # seconds per float32 input of each chunk
     for (dtype, _), rec in done.items():
         if dtype == "float32":
-            chunk_seconds += rec["seconds"]
-            chunk_inputs += next(iter(rec["cells"].values()))["n"]
+            per_input.append(rec["seconds"] / next(iter(rec["cells"].values()))["n"])
         for k, v in rec["cells"].items():
             if k.startswith("*|"):
                 d = differ.setdefault(k[2:], {"n": 0, "n_differ": 0, "n_differ_normal_input": 0})
@@ -300,13 +343,16 @@ def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, b
             else:
                 cells[k] = merge(cells.get(k), v)
     f32_done = sum(1 for (d, _) in done if d == "float32")
-    passed = all(v["max_ulp"] <= 1 and v["special_bad"] == 0 for v in cells.values())
-    rate = chunk_inputs / chunk_seconds if chunk_seconds else None
+    bound_ok = runner.bound_checked and runner.bound_worst < 1
+    passed = bound_ok and all(v["max_ulp"] <= 1 and v["special_bad"] == 0 for v in cells.values())
+    # the median chunk: the first chunk of a run also holds its compiles, a resumed run's chunks were timed before
+    rate = 1 / float(np.median(per_input)) if per_input and np.median(per_input) > 0 else None
     return {
         "config": config, "float32_chunks_done": f32_done, "float32_chunks": n_chunks,
         "complete": f32_done == n_chunks, "passed": passed, "mode": config.get("mode"),
         "cells": cells, "backends_differ": differ,
         "mpmath_inputs_this_run": runner.n_mpmath, "float64_bound_check_worst": runner.bound_worst,
+        "float64_bound_checked": runner.bound_checked,
         "throughput_inputs_per_s": rate,
         "estimated_total_seconds": FLOAT32_PATTERNS / rate if rate else None,
         "seconds_this_run": seconds, "environment": environment(backends),
@@ -325,11 +371,13 @@ def report_md(s: dict) -> str:
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
         "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
         f" ({cfg.get('mode', 'eager')} mode).", "",
-        f"Verdict: {'every normal result within 1 ULP, special values as specified' if s['passed'] else 'FAILED'}. "
-        f"Throughput {s['throughput_inputs_per_s'] or 0:.3g} float32 inputs/s (all backends, forms and orders); "
-        f"the whole 2^32 run at that rate: {(s['estimated_total_seconds'] or 0) / 3600:.2f} h. "
-        f"Inputs decided by mpmath this run: {s['mpmath_inputs_this_run']}; float64 bound check: worst sampled "
-        f"error {s['float64_bound_check_worst']:.3g} of the assumed bound.", "",
+        f"Verdict{'' if s['complete'] else ' so far (incomplete)'}: "
+        f"{'every normal result within 1 ULP, special values as specified' if s['passed'] else 'FAILED'}. "
+        f"Throughput (median chunk) {s['throughput_inputs_per_s'] or 0:.3g} float32 inputs/s (all backends, forms "
+        f"and orders); the whole 2^32 run at that rate: {(s['estimated_total_seconds'] or 0) / 3600:.2f} h. "
+        f"Inputs decided by mpmath this run: {s['mpmath_inputs_this_run']}; float64 bound check "
+        + (f"(64 inputs per activation and order, mpmath): worst error {s['float64_bound_check_worst']:.3g} of the "
+           "assumed bound." if s.get("float64_bound_checked") else "not run."), "",
         "## Max ULP where the result is normal", "",
     ]
     rows = []
