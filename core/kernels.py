@@ -364,29 +364,42 @@ def _sig_value(key, zfun, amax):
     return value
 
 
+def _sigma_parts(xp, x, zfun, amax):
+    """What f' and f'' of a sigmoid form share: a clamped at amax, the pairs z(a) and a z'(a), e^-z = 2^-n E,
+    T = sigma(-z) = 2^-n (t_hi + t_lo) with D = 1 + e^-z and 2^-m (_sigma_scaled), and g = 1 - sigma(-z) as a pair."""
+    a = xp.abs(x)
+    ac = xp.where(a > amax, amax, a)
+    (z_hi, z_lo), w = zfun(xp, ac)
+    n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
+    t_hi, t_lo, d_hi, d_lo, down = _sigma_scaled(xp, n, e_hi, e_lo)
+    tu = t_hi * down
+    tl = t_lo * down
+    g_hi = 1.0 - tu
+    g_lo = ((1.0 - g_hi) - tu) - tl
+    return a, ac, w, n, (t_hi, t_lo), (d_hi, d_lo), (tu, tl), (g_hi, g_lo)
+
+
+def _near_root(xp, ac, root_hi, root_lo, name, v_hi, v_lo):
+    """(v_hi, v_lo) replaced, where |a - root| < SIGMA_WINDOW, by (a - root) P(a - root) with P the fitted window
+    polynomial `name` (the factor that cancels next to its zero keeps its relative accuracy there)."""
+    r_hi = ac - root_hi
+    win = xp.abs(r_hi) < SIGMA_WINDOW
+    q_hi, q_lo = _poly_pair(xp, r_hi, COEFFS[name], P0_LO[name])
+    rw_hi, rw_lo = _prod2(xp, r_hi, -root_lo, q_hi, q_lo)  # a - root_hi is exact in the window (Sterbenz)
+    return xp.where(win, rw_hi, v_hi), xp.where(win, rw_lo, v_lo)
+
+
 def _sig_d1(key, zfun, amax):
     name = key.upper()
     a0_hi, a0_lo = getattr(KC, f"{name}_A0_HI"), getattr(KC, f"{name}_A0_LO")
 
     def d1(xp, x):
-        a = xp.abs(x)
-        ac = xp.where(a > amax, amax, a)
-        (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
-        n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
-        t_hi, t_lo, d_hi, d_lo, down = _sigma_scaled(xp, n, e_hi, e_lo)
         # f'(-a) = e^-z J / D^2 = 2^-n T g J, g = 1/D = 1 - sigma(-z), J = D - a z'(a) (zero at f's minimum)
-        tu = t_hi * down
-        g_hi = 1.0 - tu
-        g_lo = ((1.0 - g_hi) - tu) - t_lo * down
+        _, ac, (w_hi, w_lo), n, (t_hi, t_lo), (d_hi, d_lo), _, (g_hi, g_lo) = _sigma_parts(xp, x, zfun, amax)
         j_hi, j_err = _two_sum(d_hi, -w_hi)
         j_lo = (j_err + d_lo) - w_lo
         # near the root A0 of J, J = (a - A0) J2(a - A0) with J2 a polynomial (J from E cancels there)
-        r_hi = ac - a0_hi
-        win = xp.abs(r_hi) < SIGMA_WINDOW
-        q_hi, q_lo = _poly_pair(xp, r_hi, COEFFS[f"{name}_J2"], P0_LO[f"{name}_J2"])
-        jw_hi, jw_lo = _prod2(xp, r_hi, -a0_lo, q_hi, q_lo)  # a - A0_HI is exact in the window (Sterbenz)
-        j_hi = xp.where(win, jw_hi, j_hi)
-        j_lo = xp.where(win, jw_lo, j_lo)
+        j_hi, j_lo = _near_root(xp, ac, a0_hi, a0_lo, f"{name}_J2", j_hi, j_lo)
         s, s_lo = _prod3(xp, t_hi, t_lo, g_hi, g_lo, j_hi, j_lo)
         y_hi, y_lo = _scaled(xp, s, s_lo, n)
         y = xp.where(x > 0, (1.0 - y_hi) - y_lo, y_hi)
@@ -404,15 +417,7 @@ def _sig_d2(key, zfun, zpfun, amax):
     def d2(xp, x):
         # f'' is even: f''(-a) = T g B, T = sigma(-z), g = 1 - T, B = z' (2 - a z' (1 - 2T)) + 6 d a^2 (the last
         # term for the tanh form only); every factor is a pair, so B keeps its relative accuracy near its zeros
-        a = xp.abs(x)
-        ac = xp.where(a > amax, amax, a)
-        (z_hi, z_lo), (w_hi, w_lo) = zfun(xp, ac)
-        n, e_hi, e_lo = exp_neg(xp, z_hi, z_lo)
-        t_hi, t_lo, _, _, down = _sigma_scaled(xp, n, e_hi, e_lo)
-        tu = t_hi * down
-        tl = t_lo * down
-        g_hi = 1.0 - tu
-        g_lo = ((1.0 - g_hi) - tu) - tl
+        a, ac, (w_hi, w_lo), n, (t_hi, t_lo), _, (tu, tl), (g_hi, g_lo) = _sigma_parts(xp, x, zfun, amax)
         h_hi = 1.0 - (tu + tu)  # 1 - 2T
         h_lo = ((1.0 - h_hi) - (tu + tu)) - (tl + tl)
         q_hi, q_lo = _prod2(xp, w_hi, w_lo, h_hi, h_lo)  # a z' (1 - 2T)
@@ -423,12 +428,7 @@ def _sig_d2(key, zfun, zpfun, amax):
         b_hi, b_err = _two_sum(b1_hi, c_hi)
         b_lo = (b_err + b1_lo) + c_lo
         # near the zero B0 of B, B = (a - B0) B2(a - B0) with B2 a polynomial (B from T cancels there)
-        r_hi = ac - b0_hi
-        win = xp.abs(r_hi) < SIGMA_WINDOW
-        q_hi, q_lo = _poly_pair(xp, r_hi, COEFFS[f"{name}_B2"], P0_LO[f"{name}_B2"])
-        bw_hi, bw_lo = _prod2(xp, r_hi, -b0_lo, q_hi, q_lo)
-        b_hi = xp.where(win, bw_hi, b_hi)
-        b_lo = xp.where(win, bw_lo, b_lo)
+        b_hi, b_lo = _near_root(xp, ac, b0_hi, b0_lo, f"{name}_B2", b_hi, b_lo)
         s, s_lo = _prod3(xp, t_hi, t_lo, g_hi, g_lo, b_hi, b_lo)
         y_hi, _ = _scaled(xp, s, s_lo, n)
         return xp.where(a > amax, 0.0, y_hi)
