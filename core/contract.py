@@ -91,6 +91,12 @@ class ActivationOps(ArrayOps, Protocol):
     def derivative(self, fn: Callable, activation) -> Callable:
         """The elementwise derivative of fn (autodiff with a cotangent of ones, or a closed form)."""
 
+    def with_derivatives(self, f0: Callable, f1: Callable, f2: Callable) -> Callable:
+        """f0 with f1 as its derivative and f2 as f1's (the framework's custom-derivative rule), where autodiff of
+        f0 would lose accuracy on this framework; f0 unchanged where it would not. gelulab's float64 formula takes
+        its closed-form derivatives this way on XLA, whose flush-to-zero loses the subnormal cotangents of
+        reverse mode (core.interface.implementation)."""
+
     def compile(self, fn: Callable) -> Callable:
         """fn compiled by the framework's compiler; ValueError where the backend has no compiled mode."""
 

@@ -13,6 +13,14 @@ Accuracy design:
 * Each form is evaluated on an input clamped to [-T, T] and selected afterwards with `where`, so +-inf, huge
   inputs and their gradients never meet inf*0 or an overflowing x^3: f(x) = x for x > T, f(x) = -0.0 for x < -T,
   where T is past the point where the true value rounds to x (resp. underflows) in every supported dtype.
+* float64 tails. Where a float64 result is still normal but a factor of it (erfc, sigmoid, exp) is below the
+  smallest normal, which XLA's CPU runtime flushes to zero and numpy keeps with fewer significant bits, that factor
+  is carried scaled, e^(w + 64 ln 2), and the product is multiplied by 2^-64 last: exact GELU below x = -36
+  (GELU_TAIL) through the asymptotic series of Mills' ratio (Abramowitz & Stegun 26.2.12), the sigmoid forms'
+  derivatives where z(x) < -600 (SIGMOID_TAIL; there sigma(z) = e^z to float64 precision), and x sigma(z) for
+  |x| < 1 as x (sigma(z)) so that x/4 is never formed next to the smallest normal. The closed-form derivatives
+  always take these tails; the values take them for float64 inputs only (float32 and narrower inputs are far from
+  them, and their graphs stay as they were).
 """
 from __future__ import annotations
 
@@ -34,6 +42,47 @@ CLAMP_GELU_SIGMOID = 500.0
 CLAMP_SILU = 800.0
 
 
+# float64 tails (see the module docstring)
+GELU_TAIL = -36.0
+SIGMOID_TAIL = -600.0
+SCALE_LN = 64.0 * math.log(2.0)  # e^(w + SCALE_LN) = e^w 2^64
+SCALE_DOWN = 2.0**-64
+# Mills' ratio Phi(-a) / phi(a) = (1/a) sum_k (-1)^k (2k - 1)!! / a^(2k) (Abramowitz & Stegun 26.2.12); at a >= 36
+# the first omitted term (k = 9) is below 4e-21 of the sum
+MILLS_TERMS = tuple((-1) ** k * math.prod(range(1, 2 * k, 2)) for k in range(9))
+
+
+def _below(xp, w, t):
+    """w where w <= t, else t: the input of a tail branch, finite everywhere so that its unselected values (and
+    their gradients) never hold inf or NaN."""
+    return xp.where(w > t, t, w)
+
+
+def _gelu_tail(xp, x, order):
+    """For x <= GELU_TAIL: x Phi(x) (order 0), Phi(x) + x phi(x) (1), phi(x) (2 - x^2) (2), with Phi(x) = phi(x) M / a,
+    a = -x, M = a Phi(-a) / phi(a) the Mills series; phi(x) enters as e^(SCALE_LN - x^2/2) / sqrt(2 pi) and the
+    product is scaled by 2^-64 last (no subnormal factor where the result is normal)."""
+    v = 1.0 / (x * x)
+    m = MILLS_TERMS[-1]
+    for c in reversed(MILLS_TERMS[:-1]):
+        m = m * v + c
+    if order == 0:
+        factor = -m  # x Phi(x) = -phi(x) M
+    elif order == 1:
+        factor = x - m / x  # Phi + x phi = phi (x + M / a)
+    else:
+        factor = 2.0 - x * x
+    e = xp.exp(SCALE_LN - 0.5 * (x * x))
+    return (e * (INV_SQRT_2PI * factor)) * SCALE_DOWN
+
+
+def _sigmoid_tail(xp, z, y, factor):
+    """y, except where z <= SIGMOID_TAIL: there sigma(z) = e^z (1 - e^z + ...) is e^z to float64 precision, and
+    the result e^z * factor (an array, finite for the clamped inputs) is formed as (e^(z + SCALE_LN) factor) 2^-64."""
+    zt = _below(xp, z, SIGMOID_TAIL)
+    return xp.where(z > SIGMOID_TAIL, y, (xp.exp(zt + SCALE_LN) * factor) * SCALE_DOWN)
+
+
 def _clamped(xp, w, t):
     """w clamped to [-t, t] with `where` (NaN passes through unchanged, unlike some clip/maximum ops)."""
     return xp.where(w < -t, -t, xp.where(w > t, t, w))
@@ -44,7 +93,7 @@ def _tails(xp, w, y, t):
     return xp.where(w > t, w, xp.where(w < -t, -0.0, y))
 
 
-def _x_sigmoid(xp, x, z):
+def _x_sigmoid(xp, x, z, small_x: bool = False):
     """x * sigmoid(z), evaluated through the small side of the sigmoid: x sigmoid(z) for z <= 0 and
     x - x sigmoid(-z) for z > 0. The value is the same; autodiff then differentiates sigmoid where it is tiny and
     exact, instead of sigmoid (1 - sigmoid) with 1 - sigmoid cancelling to 0, so the second derivative stays
@@ -52,11 +101,16 @@ def _x_sigmoid(xp, x, z):
 
     The small side s = sigmoid(-|z|) is formed from p = sigmoid(-|z|/2), q = 1 - p as s = p^2 / (p^2 + q^2)
     (exact, since e^{-|z|/2} = p/q), and multiplied into x as ((x p) p) / (p^2 + q^2): s itself underflows in
-    float64 for |z| > 708, long before x s does (sigmoid form: x < -417; tanh form: x < -21.9)."""
+    float64 for |z| > 708, long before x s does (sigmoid form: x < -417; tanh form: x < -21.9).
+    small_x (float64 inputs): for |x| < 1, where s is near 1/2 and x p p would be x/4 next to the smallest normal,
+    x s is formed as x (p^2 / (p^2 + q^2))."""
     small = xp.where(z > 0, -z, z)
     p = xp.sigmoid(0.5 * small)
     q = 1.0 - p
     xs = ((x * p) * p) / (p * p + q * q)
+    if small_x:
+        xs_near = x * ((p * p) / (p * p + q * q))
+        xs = xp.where(x < 1.0, xp.where(x > -1.0, xs_near, xs), xs)
     return xp.where(z > 0, x - xs, xs)
 
 
@@ -79,6 +133,8 @@ def gelu_none(xp, x):
     t = CLAMP_GELU_NONE
     s = _clamped(xp, w, t)
     y = 0.5 * s * xp.erfc(s * -SQRT_HALF)
+    if dtype == "float64":
+        y = xp.where(s > GELU_TAIL, y, _gelu_tail(xp, _below(xp, s, GELU_TAIL), 0))
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -93,7 +149,7 @@ def gelu_tanh(xp, x):
     t = CLAMP_GELU_TANH
     s = _clamped(xp, w, t)
     u = SQRT_2_OVER_PI * (s + TANH_CUBIC * (s * s * s))
-    y = _x_sigmoid(xp, s, 2.0 * u)
+    y = _x_sigmoid(xp, s, 2.0 * u, dtype == "float64")
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -107,7 +163,7 @@ def gelu_sigmoid(xp, x):
     w = xp.astype(x, xp.wide(dtype))
     t = CLAMP_GELU_SIGMOID
     s = _clamped(xp, w, t)
-    y = _x_sigmoid(xp, s, SIGMOID_SCALE * s)
+    y = _x_sigmoid(xp, s, SIGMOID_SCALE * s, dtype == "float64")
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -123,7 +179,7 @@ def silu(xp, x):
     w = xp.astype(x, xp.wide(dtype))
     t = CLAMP_SILU
     s = _clamped(xp, w, t)
-    y = _x_sigmoid(xp, s, s)
+    y = _x_sigmoid(xp, s, s, dtype == "float64")
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
@@ -141,56 +197,68 @@ def relu_d2(xp, x):
 
 
 def gelu_none_d1(xp, x):
-    """d/dx x Phi(x) = Phi(x) + x phi(x)."""
-    return 0.5 * xp.erfc(x * -SQRT_HALF) + x * INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+    """d/dx x Phi(x) = Phi(x) + x phi(x); below GELU_TAIL through the scaled Mills series (_gelu_tail)."""
+    y = 0.5 * xp.erfc(x * -SQRT_HALF) + x * INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+    return xp.where(x > GELU_TAIL, y, _gelu_tail(xp, _below(xp, x, GELU_TAIL), 1))
 
 
 def gelu_none_d2(xp, x):
-    """d2/dx2 x Phi(x) = phi(x) (2 - x^2)."""
-    return INV_SQRT_2PI * xp.exp(-0.5 * x * x) * (2.0 - x * x)
+    """d2/dx2 x Phi(x) = phi(x) (2 - x^2); below GELU_TAIL with phi scaled (_gelu_tail)."""
+    y = INV_SQRT_2PI * xp.exp(-0.5 * x * x) * (2.0 - x * x)
+    return xp.where(x > GELU_TAIL, y, _gelu_tail(xp, _below(xp, x, GELU_TAIL), 2))
 
 
 def _tanh_parts(xp, x):
     u1 = SQRT_2_OVER_PI * (1.0 + 3.0 * TANH_CUBIC * x * x)  # u'
     u = SQRT_2_OVER_PI * (x + TANH_CUBIC * x * x * x)
-    return xp.sigmoid(2.0 * u), xp.sigmoid(-2.0 * u), u1
+    return xp.sigmoid(2.0 * u), xp.sigmoid(-2.0 * u), u1, 2.0 * u
+
+
+# The sigmoid forms' tails (_sigmoid_tail): with sigma(z) sigma(-z) -> e^z and sigma(-z) - sigma(z) -> 1,
+# f' = e^z (1 + x z') and f'' = e^z (2 z' + x z'' + x z'^2).
 
 
 def gelu_tanh_d1(xp, x):
-    """d/dx x sigma(2u) = sigma(2u) + 2 x sigma(2u) sigma(-2u) u'."""
-    p, q, u1 = _tanh_parts(xp, x)
-    return p + 2.0 * x * p * q * u1
+    """d/dx x sigma(2u) = sigma(2u) + 2 x sigma(2u) sigma(-2u) u'; e^z (1 + 2 x u') where z = 2u < SIGMOID_TAIL."""
+    p, q, u1, z = _tanh_parts(xp, x)
+    return _sigmoid_tail(xp, z, p + 2.0 * x * p * q * u1, 1.0 + 2.0 * x * u1)
 
 
 def gelu_tanh_d2(xp, x):
-    """d2/dx2 x sigma(2u) = 4 p q u' + 2 x p q (u'' - 2 (p - q) u'^2), p = sigma(2u), q = 1 - p."""
-    p, q, u1 = _tanh_parts(xp, x)
+    """d2/dx2 x sigma(2u) = 4 p q u' + 2 x p q (u'' - 2 (p - q) u'^2), p = sigma(2u), q = 1 - p;
+    e^z (4 u' + 2 x u'' + 4 x u'^2) where z = 2u < SIGMOID_TAIL."""
+    p, q, u1, z = _tanh_parts(xp, x)
     u2 = SQRT_2_OVER_PI * 6.0 * TANH_CUBIC * x
-    return 4.0 * p * q * u1 + 2.0 * x * p * q * (u2 - 2.0 * (p - q) * u1 * u1)
+    y = 4.0 * p * q * u1 + 2.0 * x * p * q * (u2 - 2.0 * (p - q) * u1 * u1)
+    return _sigmoid_tail(xp, z, y, 4.0 * u1 + 2.0 * x * (u2 + 2.0 * u1 * u1))
 
 
 def gelu_sigmoid_d1(xp, x):
-    """d/dx x sigma(kx) = p + k x p q, p = sigma(kx), q = sigma(-kx), k = 1.702."""
+    """d/dx x sigma(kx) = p + k x p q, p = sigma(kx), q = sigma(-kx), k = 1.702; e^z (1 + k x) where z = kx <
+    SIGMOID_TAIL."""
     k = SIGMOID_SCALE
     p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
-    return p + k * x * p * q
+    return _sigmoid_tail(xp, k * x, p + k * x * p * q, 1.0 + k * x)
 
 
 def gelu_sigmoid_d2(xp, x):
-    """d2/dx2 x sigma(kx) = p q (2k + k^2 x (q - p))."""
+    """d2/dx2 x sigma(kx) = p q (2k + k^2 x (q - p)); e^z (2k + k^2 x) where z = kx < SIGMOID_TAIL."""
     k = SIGMOID_SCALE
     p, q = xp.sigmoid(k * x), xp.sigmoid(-k * x)
-    return p * q * (2.0 * k + k * k * x * (q - p))
+    return _sigmoid_tail(xp, k * x, p * q * (2.0 * k + k * k * x * (q - p)), 2.0 * k + k * k * x)
 
 
 def silu_d1(xp, x):
     """d/dx x sigma(x) = sigma(x) (1 + x (1 - sigma(x))) = sigma(x) (1 + x sigma(-x)), the product with sigma(x)
-    formed through the small side of the sigmoid (no subnormal sigma(x) where f' is still normal, x ~ -710)."""
-    return _x_sigmoid(xp, 1.0 + x * xp.sigmoid(-x), x)
+    formed through the small side of the sigmoid (no subnormal sigma(x) where f' is still normal, x ~ -710);
+    e^x (1 + x) where x < SIGMOID_TAIL."""
+    return _sigmoid_tail(xp, x, _x_sigmoid(xp, 1.0 + x * xp.sigmoid(-x), x), 1.0 + x)
 
 
 def silu_d2(xp, x):
     """d2/dx2 x sigma(x) = sigma(x) sigma(-x) (2 + x (1 - 2 sigma(x))); the tiny factor sigma(-|x|) is applied last
-    through the small side of the sigmoid, the other factor being sigma(|x|) (2 + x (sigma(-x) - sigma(x)))."""
+    through the small side of the sigmoid, the other factor being sigma(|x|) (2 + x (sigma(-x) - sigma(x)));
+    e^x (2 + x) where x < SIGMOID_TAIL."""
     neg = xp.where(x > 0, -x, x)  # -|x|
-    return _x_sigmoid(xp, xp.sigmoid(-neg) * (2.0 + x * (xp.sigmoid(-x) - xp.sigmoid(x))), neg)
+    y = _x_sigmoid(xp, xp.sigmoid(-neg) * (2.0 + x * (xp.sigmoid(-x) - xp.sigmoid(x))), neg)
+    return _sigmoid_tail(xp, x, y, 2.0 + x)

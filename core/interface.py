@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import ModuleType
 
 import numpy as np
@@ -117,12 +118,31 @@ class Backend:
 
 
 
+def closed_form(act, xp, w, order: int):
+    """f' (order 1) or f'' (order 2) of catalogue entry `act` by its closed form (act.d1, act.d2: core.formulas) on
+    w, an array of the dtype it is computed in (any shape; xp its backend's ArrayOps), clamped to act.clamp and
+    taking act.limits beyond it; NaN for NaN. Returns w's dtype and shape. Raises ValueError for another order."""
+    if order not in (1, 2):
+        raise ValueError(f"order={order!r}; the closed forms are f' (1) and f'' (2)")
+    closed = act.d1 if order == 1 else act.d2
+    t = act.clamp
+    if t is None:
+        y = closed(xp, w)
+    else:
+        lo, hi = act.limits[order]
+        y = closed(xp, xp.where(w < -t, -t, xp.where(w > t, t, w)))
+        y = xp.where(w > t, hi, xp.where(w < -t, lo, y))
+    return xp.where(w != w, w, y)  # noqa: PLR0124 - NaN test
+
+
 def implementation(module, name: str, act, impl: str) -> Callable:
     """The value callable of catalogue entry `act` in implementation `impl`, built from backend `name`'s
     activations module: "builtin" (the framework's own function), "formula" (core.formulas inside the module's
     formula_scope, computed in the wider dtype and rounded once) or "kernel" (the float32 kernel of
     backends/<name>/kernels.py for float32, bfloat16 and float16; float64 has no float32 kernel and takes the
-    formula, which computes it in float64). The callable takes and returns the framework's arrays. Raises
+    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (closed_form)
+    where the backend's `with_derivatives` installs them (the XLA backends), autodiff elsewhere. The callable takes
+    and returns the framework's arrays. Raises
     ValueError naming the backend and key when the framework has no builtin, or no kernel, for `act`."""
     if impl == "builtin":
         fn = module.builtin(act)
@@ -130,9 +150,13 @@ def implementation(module, name: str, act, impl: str) -> Callable:
             raise ValueError(f"backend {name!r} has no builtin for {act.key!r}; use impl='formula'")
         return fn
 
+    value = partial(act.formula, module)
+    float64 = module.with_derivatives(value, partial(closed_form, act, module, order=1),
+                                      partial(closed_form, act, module, order=2))
+
     def formula(x):
         with module.formula_scope():
-            return act.formula(module, x)
+            return (float64 if module.dtype_name(x) == "float64" else value)(x)
 
     formula.activation = act
     if impl != "kernel":

@@ -196,6 +196,34 @@ def derivative(fn, activation):
     return d
 
 
+def with_derivatives(f0, f1, f2):
+    """f0 with jvp t * f1(x), and f1 with jvp t * f2(x) (jax.custom_jvp; reverse mode transposes them), so
+    jax.grad, jax.vjp and jax.jvp of f0 run f1 and f2, to second order. XLA's CPU runtime flushes subnormals, and
+    reverse mode through e^w passes the cotangent e^w * (d f / d e^w), of the size of f itself: where f is just below
+    the smallest normal and f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of
+    one jax.Array returning an array of its dtype and shape."""
+
+    @jax.custom_jvp
+    def d1(x):
+        return f1(x)
+
+    @d1.defjvp
+    def d1_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return d1(x), t * f2(x)
+
+    @jax.custom_jvp
+    def f(x):
+        return f0(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), t * d1(x)
+
+    return f
+
+
 def compile(fn):
     """jax.jit (retraces per shape and dtype)."""
     return jax.jit(fn)

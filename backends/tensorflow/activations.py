@@ -165,6 +165,30 @@ def derivative(fn, activation):
     return d
 
 
+def with_derivatives(f0, f1, f2):
+    """f0 with gradient g * f1(x), and f1 with gradient g * f2(x) (tf.custom_gradient, nested), so nested
+    GradientTapes run f1 and f2 to second order. TensorFlow's CPU kernels and XLA flush subnormals, and the
+    gradient through e^w passes a cotangent of the size of f itself: where f is just below the smallest normal and
+    f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor returning
+    a tensor of its dtype and shape."""
+
+    @tf.custom_gradient
+    def d1(x):
+        def grad(g):
+            return g * f2(x)
+
+        return f1(x), grad
+
+    @tf.custom_gradient
+    def f(x):
+        def grad(g):
+            return g * d1(x)
+
+        return f0(x), grad
+
+    return f
+
+
 def compile(fn):
     """tf.function with XLA (jit_compile=True); retraces per shape and dtype."""
     return tf.function(fn, jit_compile=True)

@@ -193,6 +193,11 @@ def _signature(args) -> tuple:
         (a.shape, a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
 
 
+def with_derivatives(f0, f1, f2):
+    """torch keeps subnormals, so autodiff of the float64 formula meets its goal: f0 unchanged (f1, f2 unused)."""
+    return f0
+
+
 def compile(fn):
     """torch.compile with the default inductor backend and static shapes (a new shape or dtype recompiles); a call
     with an input signature not seen before runs under raised dynamo recompile limits (see _COMPILE_LIMITS),

@@ -166,7 +166,7 @@ def counts_sentence(data: dict) -> str:
     return (f"{len(data['cells'])} cells ({', '.join(data['modes'])}; derivative order{'s' * (len(orders) > 1)} "
             f"{', '.join(map(str, orders))}), {data['n_flagged']} beyond tolerance: {data['n_upstream']} "
             f"upstream faults with a report, {data['n_unreported']} known faults not reported upstream, "
-            f"{data['n_own']} of gelulab's own float64 formula, {data['n_new']} new (no known fault).")
+            f"{data['n_own']} of gelulab's own formula or kernel, {data['n_new']} new (no known fault).")
 
 
 def _max(values):
