@@ -3,7 +3,8 @@ fail its tolerance, and the test suite marks it xfail(strict=True), so a framewo
 
 Measured on CPU with torch 2.13.0, jax 0.10.2 and tensorflow 2.21.0 (constraints.txt) by `gelulab parity`; each
 entry is one mechanism (reason, upstream link) applied to the cells where it shows: backend x activation x
-misses its float64 goal. When a framework is upgraded, rerun `gelulab parity`: cells that
+derivative orders x regions x dtypes x modes. An entry for gelulab's own formula or kernel (impl "formula" or
+"kernel", kind "gelulab") would mark a cell where it misses its goal; today none does. When a framework is upgraded, rerun `gelulab parity`: cells that
 pass now are reported XPASS by the tests and their entries are deleted here.
 
 Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault with an upstream report, linked),
