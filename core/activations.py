@@ -122,7 +122,8 @@ class Activation:
     key: unique id, also the reference key ("gelu_tanh"). op, mode: the name of the function and its GELU
       `approximate` string (None where there is none); Backend.gelu(x, approximate) finds its entry by them.
     formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps (core.formulas).
-    d1, d2: closed-form derivatives f(xp, x) in the wide dtype (for backends without autodiff).
+    d1, d2: closed-form derivatives f(xp, x) in the wide dtype: numpy's derivatives (no autodiff), and the float64
+      formula's derivative rules on jax and TensorFlow (core.interface.implementation).
     mp: f(x, order) in mpmath, the high-precision reference of the value and its first two derivatives.
     limits: {order: (limit at -inf, limit at +inf)}, the reference at infinite inputs; a zero limit carries the sign
       of the side it is approached from (-0.0: from below).
@@ -240,7 +241,7 @@ def _entries():
                       "jax": Call("jax.nn.gelu", kwargs={"approximate": False}),
                       "torch": Call("torch.nn.functional.gelu", kwargs={"approximate": "none"}),
                       "tensorflow": Call("tensorflow.nn.gelu", kwargs={"approximate": False})},
-            clamp=formulas.CLAMP_GELU_NONE, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-38.6, -37.2),),
+            clamp=formulas.CLAMP_GELU_NONE, far=_FAR, root_windows=_GELU_ROOTS, dense_tail=((-38.6, -37.2), (-36.5, -24.5)),
             headline=True, color="tab:blue", hf_names=("gelu",),
             kernel=kernels.Kernel(kernels.gelu_none, kernels.gelu_none_d1, kernels.gelu_none_d2,
                                   a_max=kernels.GELU_NONE_A_MAX, d1_root=kernel_coeffs.GELU_A0_HI),
