@@ -201,7 +201,8 @@ def with_derivatives(f0, f1, f2):
     jax.grad, jax.vjp and jax.jvp of f0 run f1 and f2, to second order. XLA's CPU runtime flushes subnormals, and
     reverse mode through e^w passes the cotangent e^w * (d f / d e^w), of the size of f itself: where f is just below
     the smallest normal and f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of
-    one jax.Array returning an array of its dtype and shape."""
+    one jax.Array returning an array of its dtype and shape. The returned function's attribute `d1` is f1 with its
+    rule (backends/jax/kernels.py builds its kernels the same way)."""
 
     @jax.custom_jvp
     def d1(x):
@@ -221,6 +222,7 @@ def with_derivatives(f0, f1, f2):
         (x,), (t,) = primals, tangents
         return f(x), t * d1(x)
 
+    f.d1 = d1
     return f
 
 

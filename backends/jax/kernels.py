@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gelulab.backends.jax.activations import with_derivatives
 from gelulab.core import kernels as K
 from gelulab.core.activations import get_activation
 
@@ -66,25 +67,7 @@ def kernel(key: str):
     f0, f1, f2 = (_in_float32(act, o) for o in range(3))
 
     d2 = jax.jit(f2)
-
-    @jax.custom_jvp
-    def d1(x):
-        return f1(x)
-
-    @d1.defjvp
-    def d1_jvp(primals, tangents):
-        (x,), (t,) = primals, tangents
-        return d1(x), t * d2(x)
-
-    @jax.custom_jvp
-    def f(x):
-        return f0(x)
-
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        (x,), (t,) = primals, tangents
-        return f(x), t * d1(x)
-
+    f = with_derivatives(f0, f1, d2)
     fn = jax.jit(f)
-    fn.derivatives = (jax.jit(d1), d2)
+    fn.derivatives = (jax.jit(f.d1), d2)
     return fn

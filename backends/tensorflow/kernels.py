@@ -13,6 +13,7 @@ from functools import cache
 import numpy as np
 import tensorflow as tf
 
+from gelulab.backends.tensorflow.activations import with_derivatives
 from gelulab.core import kernels as K
 from gelulab.core.activations import get_activation
 
@@ -77,19 +78,4 @@ def kernel(key: str):
     act = get_activation(key)
     K.kernel_function(act, 0)  # ValueError now for an entry without a kernel
     k0, k1, k2 = (_compiled(act, o) for o in range(3))
-
-    @tf.custom_gradient
-    def d1(x):
-        def grad(g):
-            return g * k2(x)
-
-        return k1(x), grad
-
-    @tf.custom_gradient
-    def f(x):
-        def grad(g):
-            return g * d1(x)
-
-        return k0(x), grad
-
-    return f
+    return with_derivatives(k0, k1, k2)
