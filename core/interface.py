@@ -151,12 +151,14 @@ def implementation(module, name: str, act, impl: str) -> Callable:
         return fn
 
     value = partial(act.formula, module)
-    float64 = module.with_derivatives(value, partial(closed_form, act, module, order=1),
-                                      partial(closed_form, act, module, order=2))
 
     def formula(x):
         with module.formula_scope():
-            return (float64 if module.dtype_name(x) == "float64" else value)(x)
+            if module.dtype_name(x) != "float64":
+                return value(x)
+            rules = module.with_derivatives(value, partial(closed_form, act, module, order=1),
+                                            partial(closed_form, act, module, order=2))
+            return rules(x)
 
     formula.activation = act
     if impl != "kernel":
