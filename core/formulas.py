@@ -184,6 +184,23 @@ def silu(xp, x):
     return xp.astype(_tails(xp, w, y, t), dtype)
 
 
+def closed_form(act, xp, w, order: int):
+    """f' (order 1) or f'' (order 2) of catalogue entry `act` by its closed form (act.d1, act.d2: the functions
+    below) on w, an array of the dtype it is computed in (any shape; xp its backend's ArrayOps), clamped to
+    act.clamp like the formulas (_clamped) and taking act.limits beyond it; NaN for NaN. Returns w's dtype and shape. Raises ValueError for another order."""
+    if order not in (1, 2):
+        raise ValueError(f"order={order!r}; the closed forms are f' (1) and f'' (2)")
+    closed = act.d1 if order == 1 else act.d2
+    t = act.clamp
+    if t is None:
+        y = closed(xp, w)
+    else:
+        lo, hi = act.limits[order]
+        y = closed(xp, _clamped(xp, w, t))
+        y = xp.where(w > t, hi, xp.where(w < -t, lo, y))
+    return xp.where(w != w, w, y)  # noqa: PLR0124 - NaN test
+
+
 # Closed-form derivatives: numpy's derivatives (it has no autodiff) and the float64 formula's derivative rules on the
 # XLA backends (core.interface.implementation). Each takes and returns the wide dtype.
 

@@ -18,6 +18,7 @@ import numpy as np
 from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
 from gelulab.core.contract import Capabilities
 from gelulab.core.dtypes import DTYPES, get_dtype
+from gelulab.core.formulas import closed_form
 
 ORDERS = (0, 1, 2)
 
@@ -117,30 +118,12 @@ class Backend:
         return self.module.versions()
 
 
-
-def closed_form(act, xp, w, order: int):
-    """f' (order 1) or f'' (order 2) of catalogue entry `act` by its closed form (act.d1, act.d2: core.formulas) on
-    w, an array of the dtype it is computed in (any shape; xp its backend's ArrayOps), clamped to act.clamp and
-    taking act.limits beyond it; NaN for NaN. Returns w's dtype and shape. Raises ValueError for another order."""
-    if order not in (1, 2):
-        raise ValueError(f"order={order!r}; the closed forms are f' (1) and f'' (2)")
-    closed = act.d1 if order == 1 else act.d2
-    t = act.clamp
-    if t is None:
-        y = closed(xp, w)
-    else:
-        lo, hi = act.limits[order]
-        y = closed(xp, xp.where(w < -t, -t, xp.where(w > t, t, w)))
-        y = xp.where(w > t, hi, xp.where(w < -t, lo, y))
-    return xp.where(w != w, w, y)  # noqa: PLR0124 - NaN test
-
-
 def implementation(module, name: str, act, impl: str) -> Callable:
     """The value callable of catalogue entry `act` in implementation `impl`, built from backend `name`'s
     activations module: "builtin" (the framework's own function), "formula" (core.formulas inside the module's
     formula_scope, computed in the wider dtype and rounded once) or "kernel" (the float32 kernel of
     backends/<name>/kernels.py for float32, bfloat16 and float16; float64 has no float32 kernel and takes the
-    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (closed_form)
+    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (core.formulas.closed_form)
     where the backend's `with_derivatives` installs them (the XLA backends), autodiff elsewhere. The callable takes
     and returns the framework's arrays. Raises
     ValueError naming the backend and key when the framework has no builtin, or no kernel, for `act`."""

@@ -15,7 +15,7 @@ import scipy.special
 import scipy.stats
 
 from gelulab.core.dtypes import get_dtype
-from gelulab.core.interface import closed_form
+from gelulab.core.formulas import closed_form
 
 
 def setup(device: str) -> None:
