@@ -134,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (see EXIT_CODES).
 
     Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable) and file-system
-    errors (OSError) are printed as one line. Ctrl-C (SIGINT) and SIGTERM end the command after its finished
-    results are on disk, with one line saying what was kept. Unless --verbose, the frameworks' start-up log lines
-    are dropped from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
+    errors (OSError) are printed as one line. Ctrl-C (SIGINT, also where the process inherited it ignored) and
+    SIGTERM end the command after its finished results are on disk, with one line saying what was kept; the
+    caller's handlers are put back on return. Unless --verbose, the frameworks' start-up log lines are dropped
+    from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
     experiments are applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes
     nothing."""
     import contextlib
@@ -165,9 +166,13 @@ def _dispatch(args) -> int:
         received["signum"] = signum
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = None
+    # SIGINT raises KeyboardInterrupt even where the process inherited it ignored (a shell ignores it in the
+    # commands a script starts in the background): every command keeps its finished results on Ctrl-C or
+    # `kill -INT` the same way. Both handlers are put back when the command returns.
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
+                    signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
     module = importlib.import_module(args._module)
     name = f"gelulab {args.command}"
     try:
@@ -192,8 +197,8 @@ def _dispatch(args) -> int:
               file=sys.stderr)
         return 2
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import pytest
 
@@ -32,6 +33,17 @@ reproducible(threads=config.threads(), backends=SELECTED)
 # frameworks, so this loads the torch backend module, not torch itself.
 if "torch" in SELECTED and "tensorflow" in SELECTED:
     importlib.import_module("gelulab.backends.torch.activations")
+
+
+def gelulab_argv(sigint: str) -> list[str]:
+    """The argv of `python -m gelulab` started with a known SIGINT disposition, whatever pytest's own is:
+    "terminal" (KeyboardInterrupt, as in a shell's foreground) or "background" (ignored, as a shell leaves it for
+    a command a script starts with `&`, and as a child inherits it). No preexec_fn: pytest runs framework
+    threads."""
+    handler = {"terminal": "signal.default_int_handler", "background": "signal.SIG_IGN"}[sigint]
+    return [sys.executable, "-c",
+            (f"import runpy, signal, sys; signal.signal(signal.SIGINT, {handler}); sys.argv[0] = 'gelulab'; "
+             "runpy.run_module('gelulab', run_name='__main__', alter_sys=True)")]
 
 
 def pytest_report_header(config):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,22 @@ def test_empty_matrix_is_refused_and_the_old_report_kept(capsys, tmp_path):
     assert rc == 2 and "--mode compiled" in err and "'numpy': ['eager']" in err
     assert (tmp_path / "report.md").read_text() == "previous report\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+def test_the_command_line_puts_the_callers_signal_handlers_back(capsys, tmp_path):
+    """gelulab.cli.main, called in-process, takes SIGINT and SIGTERM while the command runs (tests/test_resume.py
+    sends them to a real process) and leaves the caller's own handlers as they were."""
+    def mine(signum, frame):
+        raise AssertionError("not called")
+
+    before = {s: signal.signal(s, mine) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc, _ = _main(capsys, "--backend", "numpy", "--mode", "compiled", "--out", str(tmp_path))
+        assert rc == 2
+        assert signal.getsignal(signal.SIGINT) is mine and signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def test_repeated_values_give_the_same_cells(capsys, tmp_path):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import gelulab_argv
 
 from gelulab import cli as gelulab
 
@@ -63,7 +64,7 @@ def test_sigint_keeps_finished_chunks_and_resumes_to_the_same_figures(tmp_path):
     out, whole = tmp_path / "v", tmp_path / "whole"
     args = ["verify", "--stride", STRIDE, "--chunk", "64", "--backend", "numpy", "--activation", "gelu_none"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
-    p = subprocess.Popen([sys.executable, "-m", "gelulab", *args, "--out", str(out)], cwd=ROOT, env=env,
+    p = subprocess.Popen([*gelulab_argv("terminal"), *args, "--out", str(out)], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log, start = out / "chunks.jsonl", time.monotonic()
     while p.poll() is None and not (log.exists() and log.read_text().count("\n") >= 4):
