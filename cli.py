@@ -8,6 +8,7 @@ thread per framework, JAX x64 on, TF32 off), applied before any framework starts
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import time
@@ -135,57 +136,87 @@ def main(argv: list[str] | None = None) -> int:
 
     Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable) and file-system
     errors (OSError) are printed as one line. Ctrl-C (SIGINT, also where the process inherited it ignored) and
-    SIGTERM end the command after its finished results are on disk, with one line saying what was kept; the
-    caller's handlers are put back on return. Unless --verbose, the frameworks' start-up log lines are dropped
-    from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
+    SIGTERM end the command after its finished results are on disk, with one line saying what was kept; a
+    framework's import holds them until it has finished (core.interrupts). The handlers are this function's from
+    its first line, and the caller's are put back on return. Unless --verbose, the frameworks' start-up log lines
+    are dropped from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
     experiments are applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes
     nothing."""
-    import contextlib
-
     from gelulab.core.output import quiet_frameworks
     from gelulab.core.provenance import set_command
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    set_command(["gelulab", *argv])
-    with contextlib.nullcontext() if args.verbose else quiet_frameworks():
-        return _dispatch(args)
+    args = None
+    with _interrupt_handlers() as state:
+        try:
+            args = build_parser().parse_args(argv)
+            state["command"] = f"gelulab {args.command}"
+            set_command(["gelulab", *argv])
+            with contextlib.nullcontext() if args.verbose else quiet_frameworks():
+                return _dispatch(args, state)
+        except KeyboardInterrupt:  # while parsing, or starting or closing the log filter
+            print(f"{state['command']}: {_interrupted(args, state)}", file=sys.stderr)
+            return 128 + int(state["signum"])
 
 
-def _dispatch(args) -> int:
+def _interrupted(args, state: dict) -> str:
+    """What an interrupted command kept, as the end of its one line."""
+    if not state["started"]:
+        return "interrupted before the command started; nothing was written"
+    out = getattr(args, "out", None)
+    return f"interrupted; {f'finished results are kept in {out}' if out else 'nothing was being written'}"
+
+
+@contextlib.contextmanager
+def _interrupt_handlers():
+    """Within the block (main thread only): SIGINT raises KeyboardInterrupt, even where the process inherited it
+    ignored (a shell ignores it in the commands a script starts in the background), and SIGTERM raises it too, so
+    every command keeps its finished results on Ctrl-C, `kill -INT` and `kill -TERM` alike; one that Python drops
+    (raised in a gc callback) is sent again (core.interrupts). Yields a dict whose
+    "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
+    whether the command's work had begun. The caller's handlers are put back."""
     import signal
     import threading
+
+    from gelulab.core.interrupts import dropped_interrupts_sent_again
+
+    state = {"signum": signal.SIGINT, "command": "gelulab", "started": False}
+
+    def on_sigterm(signum, frame):
+        state["signum"] = signum
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    try:
+        with dropped_interrupts_sent_again():
+            yield state
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _dispatch(args, state: dict) -> int:
+    import signal
 
     from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible
     from gelulab.core import config
     from gelulab.core.output import Interrupted
 
-    received = {"signum": signal.SIGINT}
-
-    def on_sigterm(signum, frame):
-        received["signum"] = signum
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    # SIGINT raises KeyboardInterrupt even where the process inherited it ignored (a shell ignores it in the
-    # commands a script starts in the background): every command keeps its finished results on Ctrl-C or
-    # `kill -INT` the same way. Both handlers are put back when the command returns.
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
-                    signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
-    module = importlib.import_module(args._module)
-    name = f"gelulab {args.command}"
+    name, state["started"] = state["command"], True
     try:
+        module = importlib.import_module(args._module)
         reproducible(threads=config.threads())
         return int(module.run(args) or 0)
     except Interrupted as e:
         print(f"{name}: {e}", file=sys.stderr)
-        return 128 + int(e.signum if e.signum != signal.SIGINT else received["signum"])
+        return 128 + int(e.signum if e.signum != signal.SIGINT else state["signum"])
     except KeyboardInterrupt:
-        out = getattr(args, "out", None)
-        kept = f"finished results are kept in {out}" if out else "nothing was being written"
-        print(f"{name}: interrupted; {kept}", file=sys.stderr)
-        return 128 + int(received["signum"])
+        print(f"{name}: {_interrupted(args, state)}", file=sys.stderr)
+        return 128 + int(state["signum"])
     except (ValueError, BackendUnavailable, DeviceUnavailable) as e:
         # bad configuration, missing framework, absent device (backend setup): one clear line, no traceback
         print(f"{name}: error: {' '.join(str(e).split())}", file=sys.stderr)
@@ -196,9 +227,6 @@ def _dispatch(args) -> int:
         print(f"{name}: error: {' '.join(str(e).split())} (rerun with --verbose for the traceback)",
               file=sys.stderr)
         return 2
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

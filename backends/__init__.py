@@ -25,6 +25,7 @@ from gelulab.core import config
 from gelulab.core import settings as _settings
 from gelulab.core.contract import Capabilities
 from gelulab.core.interface import Backend
+from gelulab.core.interrupts import held_interrupts
 
 _RECORDS = (_NUMPY, _JAX, _TORCH, _TENSORFLOW)
 _applied: dict = {}  # backend name -> the Settings last applied to its framework
@@ -86,13 +87,15 @@ def activations_module(name: str, apply: bool = True):
     ValueError for an unknown name, BackendUnavailable when the framework does not import (naming the install
     command)."""
     caps = capabilities(name)
-    try:
-        module = importlib.import_module(f"gelulab.backends.{name}.activations")
-    except ImportError as e:
-        raise BackendUnavailable(f"backend {name!r} is not available ({e}); install it with: {caps.install_hint}") from e
-    requested = _settings.requested()
-    if apply and requested is not None and _applied.get(name) != requested:
-        apply_settings(name, module, requested)
+    with held_interrupts():  # Ctrl-C arrives after the framework's import, not inside its extension's start
+        try:
+            module = importlib.import_module(f"gelulab.backends.{name}.activations")
+        except ImportError as e:
+            raise BackendUnavailable(f"backend {name!r} is not available ({e}); install it with: "
+                                     f"{caps.install_hint}") from e
+        requested = _settings.requested()
+        if apply and requested is not None and _applied.get(name) != requested:
+            apply_settings(name, module, requested)
     return module
 
 
@@ -110,7 +113,8 @@ def _load(name: str, device: str) -> Backend:
         raise DeviceUnavailable(f"backend {name!r} runs on {list(caps.devices)}, not on {device!r}")
     module = activations_module(name)
     try:
-        module.setup(device)
+        with held_interrupts():  # the framework's runtime starts here
+            module.setup(device)
     except RuntimeError as e:
         raise DeviceUnavailable(" ".join(str(e).split())) from e
     return Backend(name=name, device=device, module=module, capabilities=caps)

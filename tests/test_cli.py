@@ -74,6 +74,23 @@ def test_the_command_line_puts_the_callers_signal_handlers_back(capsys, tmp_path
             signal.signal(s, handler)
 
 
+def test_ctrl_c_before_the_command_starts_is_one_line_and_exit_130(capsys, tmp_path, monkeypatch):
+    import contextlib
+
+    from gelulab.core import output
+
+    @contextlib.contextmanager
+    def ctrl_c_while_starting():
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(output, "quiet_frameworks", ctrl_c_while_starting)
+    assert gelulab.main(["parity", "--backend", "numpy", "--out", str(tmp_path / "p")]) == 130
+    err = capsys.readouterr().err
+    assert err == "gelulab parity: interrupted before the command started; nothing was written\n"
+    assert not (tmp_path / "p").exists()
+
+
 def test_repeated_values_give_the_same_cells(capsys, tmp_path):
     cells = {}
     for tag, argv in {"once": ["--dtype", "float16"],

@@ -38,7 +38,10 @@ for n in names:  # the user's own imports, torch before tensorflow
 
 
 def settings():
-    s = {"XLA_FLAGS": os.environ.get("XLA_FLAGS"), "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL")}
+    import signal
+    s = {"XLA_FLAGS": os.environ.get("XLA_FLAGS"), "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
+         "signals blocked": sorted(int(v) for v in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+         "SIGINT handler": repr(signal.getsignal(signal.SIGINT)), "SIGTERM handler": repr(signal.getsignal(signal.SIGTERM))}
     if "jax" in names:
         import jax, jax.numpy as jnp
         s["jax_enable_x64"] = bool(jax.config.jax_enable_x64)

@@ -48,6 +48,7 @@ from gelulab.backends import (
 )
 from gelulab.core import config as gconfig
 from gelulab.core.config import threads as env_threads
+from gelulab.core.interrupts import dropped_interrupts_sent_again
 from gelulab.core.output import Interrupted, check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
 from gelulab.core.report import atomic_write_text, environment, write_json
@@ -298,7 +299,8 @@ def _worker(backend_name, cfg_dict, out_dir, groups, queue):
     """Worker-process entry: train_groups with progress sent through `queue`. Ctrl-C reaches the workers too:
     each returns None quietly (its finished groups are on disk) and the main process reports the interrupt."""
     try:
-        return train_groups(backend_name, cfg_dict, out_dir, groups, _queue_report(queue))
+        with dropped_interrupts_sent_again():
+            return train_groups(backend_name, cfg_dict, out_dir, groups, _queue_report(queue))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C (terminal and main process) is moot
         return None
