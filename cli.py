@@ -174,7 +174,8 @@ def _interrupt_handlers():
     every command keeps its finished results on Ctrl-C, `kill -INT` and `kill -TERM` alike; one that Python drops
     (raised in a gc callback) is sent again (core.interrupts). Yields a dict whose
     "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
-    whether the command's work had begun. The caller's handlers are put back."""
+    whether the command's work had begun. The caller's handlers are put back; one installed outside Python
+    (signal.getsignal gives None) is left as it is, since it could not be put back."""
     import signal
     import threading
 
@@ -189,8 +190,9 @@ def _interrupt_handlers():
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_sigterm),
-                signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    ours = {signal.SIGTERM: on_sigterm, signal.SIGINT: signal.default_int_handler}
+    # a handler installed outside Python (getsignal gives None) cannot be put back, so it is left in place
+    previous = {s: signal.signal(s, h) for s, h in ours.items() if signal.getsignal(s) is not None}
     try:
         with dropped_interrupts_sent_again():
             yield state

@@ -43,8 +43,17 @@ def held_interrupts():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for s in dict.fromkeys(arrived):
-            signal.raise_signal(s)
+        _raise_each(list(dict.fromkeys(arrived)))
+
+
+def _raise_each(signums: list[int]) -> None:
+    """signal.raise_signal for each, in order, even where an earlier handler raises (KeyboardInterrupt): then the
+    last exception propagates, chained to the earlier ones."""
+    if signums:
+        try:
+            signal.raise_signal(signums[0])
+        finally:
+            _raise_each(signums[1:])
 
 
 def _signal_of(exc: BaseException) -> int:
@@ -66,11 +75,12 @@ def dropped_interrupts_sent_again(delay_s: float = 0.02):
     to the hook in place before. The hook is put back, and no signal is sent, once the block has ended. For a
     process's own entry point (the command line, a worker process): it replaces a process-wide hook."""
     previous = sys.unraisablehook
-    active, timers = [True], []
+    active, timers, lock = [True], [], threading.Lock()
 
     def send(signum):
-        if active[0]:
-            os.kill(os.getpid(), signum)
+        with lock:  # never after the block has ended
+            if active[0]:
+                os.kill(os.getpid(), signum)
 
     def hook(unraisable):
         if active[0] and isinstance(unraisable.exc_value, KeyboardInterrupt):
@@ -85,7 +95,8 @@ def dropped_interrupts_sent_again(delay_s: float = 0.02):
     try:
         yield
     finally:
-        active[0] = False
+        with lock:
+            active[0] = False
         for t in timers:
             t.cancel()
         sys.unraisablehook = previous

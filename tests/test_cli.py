@@ -74,6 +74,24 @@ def test_the_command_line_puts_the_callers_signal_handlers_back(capsys, tmp_path
             signal.signal(s, handler)
 
 
+def test_a_handler_installed_outside_python_is_left_in_place(capsys, tmp_path, monkeypatch):
+    """signal.getsignal gives None for a handler a C host installed: the command line cannot put such a handler
+    back, so it does not replace it (and does not fail on return)."""
+    real_get, real_set, mine = signal.getsignal, signal.signal, signal.getsignal(signal.SIGTERM)
+
+    def as_from_c(get_or_set):  # Python's view of a handler it did not install: None
+        def wrapped(s, *handler):
+            out = get_or_set(s, *handler)
+            return None if s == signal.SIGTERM and out is mine else out
+
+        return wrapped
+
+    monkeypatch.setattr(signal, "getsignal", as_from_c(real_get))
+    monkeypatch.setattr(signal, "signal", as_from_c(real_set))
+    rc, _ = _main(capsys, "--backend", "numpy", "--mode", "compiled", "--out", str(tmp_path))
+    assert rc == 2 and real_get(signal.SIGTERM) is mine
+
+
 def test_ctrl_c_before_the_command_starts_is_one_line_and_exit_130(capsys, tmp_path, monkeypatch):
     import contextlib
 

@@ -82,6 +82,25 @@ def test_handlers_are_put_back_when_the_block_raises_and_nested_blocks_unwind():
         signal.signal(signal.SIGINT, previous)
 
 
+def test_both_signals_held_both_arrive():
+    seen = []
+
+    def handler(s, frame):
+        seen.append(s)
+        raise KeyboardInterrupt(f"signal {s}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(KeyboardInterrupt), held_interrupts():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            _wait_for_python_handlers()
+        assert sorted(seen) == sorted([signal.SIGINT, signal.SIGTERM])
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def test_an_ignored_signal_stays_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
