@@ -203,27 +203,25 @@ def with_derivatives(f0, f1, f2):
     the smallest normal and f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of
     one jax.Array returning an array of its dtype and shape. The returned function's attribute `d1` is f1 with its
     rule (backends/jax/kernels.py builds its kernels the same way)."""
-
-    @jax.custom_jvp
-    def d1(x):
-        return f1(x)
-
-    @d1.defjvp
-    def d1_jvp(primals, tangents):
-        (x,), (t,) = primals, tangents
-        return d1(x), t * f2(x)
-
-    @jax.custom_jvp
-    def f(x):
-        return f0(x)
-
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        (x,), (t,) = primals, tangents
-        return f(x), t * d1(x)
-
+    d1 = _with_jvp(f1, f2)
+    f = _with_jvp(f0, d1)
     f.d1 = d1
     return f
+
+
+def _with_jvp(g, dg):
+    """g as a jax.custom_jvp whose jvp at x along t is t * dg(x)."""
+
+    @jax.custom_jvp
+    def h(x):
+        return g(x)
+
+    @h.defjvp
+    def h_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return h(x), t * dg(x)
+
+    return h
 
 
 def compile(fn):
