@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install clean
+.PHONY: run test test-dispatch install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The eager parity cells again under every CPU dispatch level below this processor's own (tests/dispatch_levels.py)
+test-dispatch: $(STAMP)
+	$(PY) tests/dispatch_levels.py -m "not slow"
 
 clean:
 	rm -rf $(VENV) results

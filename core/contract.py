@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from gelulab.core.config import DEVICES
+from gelulab.core.cpu_dispatch import DISPATCHERS
 
 MODES = ("eager", "compiled")
 
@@ -102,6 +103,10 @@ class ActivationOps(ArrayOps, Protocol):
 
     def versions(self) -> dict:
         """{package: version string} of the framework packages used."""
+
+    def cpu_dispatch(self) -> str | None:
+        """The CPU kernel level the framework runs at in this process (a level of core.cpu_dispatch.levels of the
+        backend's dispatcher, e.g. "avx2"), None where it cannot be told."""
 
 
 @runtime_checkable
@@ -208,10 +213,13 @@ class Capabilities:
     (subset of core.config.DEVICES); autodiff: whether derivatives come from the framework's autodiff (then it
     provides a moons Trainer and a TrainableEncoder; without it, no training); thread_control: the thread pools
     `gelulab.reproducible(threads=n)` sets ("intra_op", "inter_op"), () where the backend runs on one thread;
-    modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS).
+    modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS); dispatcher: what picks
+    the framework's CPU kernels by the processor's features (a key of core.cpu_dispatch.DISPATCHERS: "aten", "xla",
+    "numpy"), which known faults may depend on.
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device or module,
-    no activations module, a trainer or an hf module without autodiff, autodiff without a trainer).
+    no activations module, a trainer or an hf module without autodiff, autodiff without a trainer, an unknown
+    dispatcher).
     """
 
     name: str
@@ -222,8 +230,11 @@ class Capabilities:
     autodiff: bool
     thread_control: tuple[str, ...]
     modules: tuple[str, ...]
+    dispatcher: str
 
     def __post_init__(self):
+        if self.dispatcher not in DISPATCHERS:
+            raise ValueError(f"{self.name}: dispatcher={self.dispatcher!r}; expected one of {list(DISPATCHERS)}")
         if "eager" not in self.modes or set(self.modes) - set(MODES):
             raise ValueError(f"{self.name}: modes={self.modes!r}; expected 'eager' and optionally 'compiled'")
         if not self.devices or set(self.devices) - set(DEVICES):

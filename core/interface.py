@@ -113,6 +113,12 @@ class Backend:
     def _base(self, act, impl):
         return implementation(self.module, self.name, act, impl)
 
+    def cpu_dispatch(self) -> str | None:
+        """The CPU kernel level the framework runs at in this process (core.cpu_dispatch; e.g. "avx2" for torch,
+        "x86_v4" for numpy), None on a device other than the CPU or where it cannot be told. Known faults may be
+        keyed by it (core.known_faults)."""
+        return self.module.cpu_dispatch() if self.device == "cpu" else None
+
     def versions(self) -> dict:
         """{package: version string} for the framework packages this backend uses."""
         return self.module.versions()

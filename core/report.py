@@ -40,7 +40,8 @@ def environment(backends=()) -> dict:
     "frameworks": {backend: {package: version}}; a missing optional package (ImportError in versions()) is
     recorded as {package: "not installed"}. "threads_in_effect": {backend: the dict its activations module's
     threads() returns} for backends that offer it (the count actually in force, e.g. TF's when its runtime had
-    started before GELULAB_THREADS could apply)."""
+    started before GELULAB_THREADS could apply). "cpu_dispatch": {backend: the CPU kernel level its framework runs
+    at (Backend.cpu_dispatch), which known faults may depend on}."""
     import mpmath
     import scipy
     import sklearn
@@ -61,12 +62,14 @@ def environment(backends=()) -> dict:
         "settings": None if framework_settings.requested() is None else framework_settings.requested().as_dict(),
         "frameworks": {},
         "threads_in_effect": {},
+        "cpu_dispatch": {},
     }
     for b in backends:
         try:
             env["frameworks"][b.name] = b.versions()
         except ImportError as e:  # an optional package (e.g. flax, keras) is missing: record it, keep the report
             env["frameworks"][b.name] = {e.name or b.name: "not installed"}
+        env["cpu_dispatch"][b.name] = b.cpu_dispatch()
         threads = getattr(b.module, "threads", None)
         if threads is not None:
             env["threads_in_effect"][b.name] = threads()

@@ -70,10 +70,11 @@ def test_names_and_install_hints_derive_from_the_records():
     ({"autodiff": False}, "autodiff"),
     ({"thread_control": ("all",)}, "thread_control"),
     ({"autodiff": False, "modules": ("activations", "hf")}, "hf module"),
+    ({"dispatcher": "mkl"}, "dispatcher"),
 ])
 def test_a_record_that_contradicts_itself_is_refused(change, match):
     base = {"name": "x", "package": "x", "extra": "x", "modes": ("eager",), "devices": ("cpu",), "autodiff": True,
-            "thread_control": (), "modules": ("activations", "moons")}
+            "thread_control": (), "modules": ("activations", "moons"), "dispatcher": "numpy"}
     Capabilities(**base)
     with pytest.raises(ValueError, match=match):
         Capabilities(**{**base, **change})

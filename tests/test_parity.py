@@ -1,7 +1,9 @@
 """The parity suite: every selected backend x impl x activation x dtype x mode x derivative order x region against
 the correctly rounded mpmath reference, under the tolerance table of core.tolerances.
 
-Cells that match a known upstream fault are xfail(strict=True): the suite says so when the framework is fixed.
+Cells that match a known upstream fault are xfail(strict=True): the suite says so when the framework is fixed. A
+fault that depends on the machine (a CPU dispatch level never measured, or a fault no forcible setting decides) is
+xfail without strict: it may pass here.
 Nothing here names a backend or an activation: adding one to the catalogue or to backends/ extends this file.
 Compiled modes are marked `slow` (CI runs them).
 """
@@ -24,8 +26,10 @@ def _params():
         for r in REGIONS:
             marks = [pytest.mark.slow] if g.mode != "eager" else []
             fault = known_fault(g, r)
-            if fault is not None:
-                marks.append(pytest.mark.xfail(strict=True, reason=f"{fault.reason} ({fault.link})"))
+            if fault is not None:  # a fault that depends on the machine may pass here: then not strict
+                condition = fault.condition(g)
+                marks.append(pytest.mark.xfail(strict=condition is None, reason=f"{fault.reason} ({fault.link})"
+                                               + (f"; {condition}" if condition else "")))
             out.append(pytest.param(g, r, id=f"{g.id}-{r}", marks=marks))
     return out
 

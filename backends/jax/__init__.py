@@ -5,5 +5,5 @@ from gelulab.core.contract import Capabilities
 CAPABILITIES = Capabilities(
     name="jax", package="jax", extra="jax", modes=("eager", "compiled"), devices=("cpu", "gpu", "tpu"),
     autodiff=True, thread_control=("intra_op",),
-    modules=("activations", "bench", "bert", "moons", "subjects"),
+    modules=("activations", "bench", "bert", "moons", "subjects"), dispatcher="xla",
 )

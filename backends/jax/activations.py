@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gelulab.core.cpu_dispatch import xla_level
 from gelulab.core.dtypes import get_dtype
 
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
@@ -85,6 +86,12 @@ def versions() -> dict:
     import optax
 
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__, "optax": optax.__version__}
+
+
+def cpu_dispatch() -> str | None:
+    """The ISA level XLA's CPU compiler targets (core.cpu_dispatch.xla_level: the host's, capped by
+    --xla_cpu_max_isa in XLA_FLAGS), None on a processor other than x86-64."""
+    return xla_level()
 
 
 def threads() -> dict:

@@ -4,5 +4,5 @@ from gelulab.core.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="numpy", package="numpy", extra=None, modes=("eager",), devices=("cpu",), autodiff=False,
-    thread_control=(), modules=("activations", "bench", "bert"),
+    thread_control=(), modules=("activations", "bench", "bert"), dispatcher="numpy",
 )

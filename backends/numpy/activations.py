@@ -14,6 +14,7 @@ import scipy
 import scipy.special
 import scipy.stats
 
+from gelulab.core.cpu_dispatch import numpy_level
 from gelulab.core.dtypes import get_dtype
 from gelulab.core.formulas import closed_form
 
@@ -38,6 +39,12 @@ def formula_scope():
 def versions() -> dict:
     """{"numpy": version, "scipy": version} (version strings)."""
     return {"numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def cpu_dispatch() -> str:
+    """numpy's highest enabled SIMD dispatch target (core.cpu_dispatch.numpy_level, e.g. "x86_v4"), lowered with
+    NPY_DISABLE_CPU_FEATURES."""
+    return numpy_level()
 
 
 def threads() -> dict:

@@ -15,6 +15,7 @@ from contextlib import nullcontext
 import numpy as np
 import tensorflow as tf
 
+from gelulab.core.cpu_dispatch import xla_level
 from gelulab.core.dtypes import get_dtype
 
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
@@ -69,6 +70,12 @@ def versions() -> dict:
     import keras
 
     return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def cpu_dispatch() -> str | None:
+    """The ISA level XLA targets in TensorFlow's compiled mode (core.cpu_dispatch.xla_level; TF's eager kernels are
+    built into its wheel), None on a processor other than x86-64."""
+    return xla_level()
 
 
 def threads() -> dict:

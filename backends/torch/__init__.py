@@ -5,5 +5,5 @@ from gelulab.core.contract import Capabilities
 CAPABILITIES = Capabilities(
     name="torch", package="torch", extra="torch", modes=("eager", "compiled"), devices=("cpu", "gpu"),
     autodiff=True, thread_control=("intra_op",),
-    modules=("activations", "bench", "bert", "moons", "subjects", "hf"),
+    modules=("activations", "bench", "bert", "moons", "subjects", "hf"), dispatcher="aten",
 )

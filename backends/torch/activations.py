@@ -66,6 +66,12 @@ def versions() -> dict:
     return {"torch": torch.__version__}
 
 
+def cpu_dispatch() -> str:
+    """ATen's CPU kernel level in this process, lower case: torch.backends.cpu.get_cpu_capability() ("default",
+    "avx2", "avx512"; elsewhere e.g. "sve256"), lowered with ATEN_CPU_CAPABILITY (core.cpu_dispatch)."""
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
 def torch_device() -> str:
     """The torch device string in use ("cpu" or "cuda")."""
     return _state["device"]

@@ -93,8 +93,10 @@ def _rows(g, res) -> list[dict]:
             "x_at_max_rel": None if e is None else e.x_at_max_rel,
             **{f"{k}_normal": val for k, val in r.normal_range_summary(v.tol.atol).items()},
             "passed": v.passed, "n_bad": v.n_bad, "worst_x": v.worst_x,
+            "cpu_dispatch": g.dispatch,
             "known_fault": None if v.fault is None else {"reason": v.fault.reason, "link": v.fault.link,
-                                                          "kind": v.fault.classification},
+                                                          "kind": v.fault.classification,
+                                                          "condition": v.fault.condition(g)},
             "overrides": [o.reason for o in overrides_for(g)], "exception": r.exception,
         })
     for row in rows:
@@ -209,9 +211,12 @@ def flagged_table(rows) -> str:
     order = {k: i for i, k in enumerate(("new", "exception", "upstream", "unreported", "gelulab"))}
     for r in sorted((r for r in rows if r["flag"]), key=lambda r: order[r["flag"]]):
         link = r["known_fault"]["link"] if r["known_fault"] else (r["exception"] or "")
+        kind = FLAG_LABELS[r["flag"]]
+        if r["known_fault"] and r["known_fault"]["condition"]:
+            kind += f" ({r['known_fault']['condition']})"
         out.append([r["backend"], r["impl"], ACTIVATIONS[r["activation"]].label, r["dtype"], r["mode"],
                     f"d{r['order']}", r["region"], r["n_bad"], r["worst_x"], r["max_ulp"], r["max_rel"],
-                    FLAG_LABELS[r["flag"]], link])
+                    kind, link])
     if not out:
         return "No cell beyond tolerance.\n"
     return markdown_table(["backend", "impl", "activation", "dtype", "mode", "order", "region", "bad inputs",

@@ -24,8 +24,10 @@ from gelulab.core.tolerances import in_root_window, tolerance
 
 @dataclass(frozen=True)
 class Group:
-    """One evaluation: backend name, impl ("formula"/"builtin"), activation key, dtype name, mode
-    ("eager"/"compiled"), derivative order (0, 1, 2) and device ("cpu", "gpu", "tpu")."""
+    """One evaluation: backend name, impl ("formula"/"builtin"/"kernel"), activation key, dtype name, mode
+    ("eager"/"compiled"), derivative order (0, 1, 2), device ("cpu", "gpu", "tpu") and the framework's CPU dispatch
+    level it runs at (Backend.cpu_dispatch: "avx2", ...; None off the CPU or unknown). The id leaves the level out:
+    a group is the same cell of the matrix on every machine, measured at the level of the machine it runs on."""
 
     backend: str
     impl: str
@@ -34,6 +36,7 @@ class Group:
     mode: str
     order: int
     device: str = "cpu"
+    dispatch: str | None = None
 
     @property
     def id(self) -> str:
@@ -99,9 +102,11 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
     """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).
 
     Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks and kernels of
-    entries without one (their catalogue `kernel` is None) are left out."""
+    entries without one (their catalogue `kernel` is None) are left out. Each group carries its backend's
+    CPU dispatch level."""
     out = []
     for b in backends:
+        dispatch = b.cpu_dispatch()
         for mode in b.modes if modes is None else [m for m in modes if m in b.modes]:
             for impl in impls:
                 for key in keys:
@@ -111,7 +116,7 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
                         continue
                     for dtype in dtypes:
                         for order in orders:
-                            out.append(Group(b.name, impl, key, dtype, mode, order, b.device))
+                            out.append(Group(b.name, impl, key, dtype, mode, order, b.device, dispatch))
     return out
 
 

@@ -3,7 +3,7 @@
 Each measured group's output (the backend's values over the group's concatenated inputs, or the exception it
 raised) is written atomically to `<out>/groups/<group id>.npz` as soon as it is measured. A rerun with the same
 --out reads a stored group instead of measuring it again when its key matches: gelulab's, numpy's, ml_dtypes' and
-the framework's versions, the device and the sha256 of the inputs. The judgement (tolerances, known faults) and
+the framework's versions, the device, the framework's CPU dispatch level and the sha256 of the inputs. The judgement (tolerances, known faults) and
 the reference are recomputed on every run, so they always follow the current tables. A group stored with other
 versions is measured again (never mixed in); a file that cannot be read is set aside (core.output.set_aside)
 and its group measured again.
@@ -43,7 +43,7 @@ def backend_versions(backend) -> dict:
 def group_key(versions: dict, group, regions) -> dict:
     """The key a stored group must match to be reused (see the module docstring)."""
     x, _ = inputs(group.dtype, tuple(regions))
-    return {"versions": versions, "device": group.device,
+    return {"versions": versions, "device": group.device, "cpu_dispatch": group.dispatch,
             "inputs_sha256": hashlib.sha256(x.tobytes()).hexdigest()}
 
 

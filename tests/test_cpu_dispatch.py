@@ -1,0 +1,117 @@
+"""CPU dispatch: the level each framework runs at, how it is forced, and known faults keyed by it.
+
+The references are the frameworks' own reports of their level in a process started with the level forced
+(torch.backends.cpu.get_cpu_capability, numpy's __cpu_features__), and a parity run at a forced level whose cells
+are known faults on that level only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import SELECTED
+
+from gelulab.backends import get_backend
+from gelulab.core import cpu_dispatch
+from gelulab.core.known_faults import MEASURED_DISPATCH, KnownFault
+from gelulab.experiments.parity.engine import Group
+
+
+def _in_child(code: str, env: dict) -> str:
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip()
+
+
+def test_levels_are_ordered_and_the_host_supports_a_prefix():
+    for d in cpu_dispatch.DISPATCHERS:
+        have = cpu_dispatch.host_levels(d)
+        assert have == cpu_dispatch.levels(d)[:len(have)]
+    with pytest.raises(ValueError, match="unknown CPU dispatcher 'mkl'"):
+        cpu_dispatch.levels("mkl")
+    with pytest.raises(ValueError, match="unknown aten level 'avx9'"):
+        cpu_dispatch.forced_env("aten", "avx9")
+
+
+def test_xla_level_is_capped_by_the_flag_and_keeps_other_flags():
+    have = cpu_dispatch.host_levels("xla")
+    if not have:
+        pytest.skip("not an x86-64 processor")
+    assert cpu_dispatch.xla_level("") == have[-1]
+    assert cpu_dispatch.xla_level("--xla_cpu_max_isa=SSE4_2") == "sse4_2"
+    env = cpu_dispatch.forced_env("xla", "avx", {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2 intra_op_parallelism_threads=1"})
+    assert env == {"XLA_FLAGS": "intra_op_parallelism_threads=1 --xla_cpu_max_isa=AVX"}
+
+
+@pytest.mark.parametrize("level", cpu_dispatch.host_levels("numpy"))
+def test_numpy_runs_at_the_forced_level(level):
+    env = cpu_dispatch.forced_env("numpy", level)
+    code = ("from numpy._core import _multiarray_umath as m; from gelulab.core.cpu_dispatch import numpy_level; "
+            "print(numpy_level(), sorted(d for d in m.__cpu_dispatch__ if m.__cpu_features__[d]))")
+    got, enabled = _in_child(code, env).split(" ", 1)
+    assert got == level
+    above = set(env["NPY_DISABLE_CPU_FEATURES"].split())
+    assert not above & set(eval(enabled))  # numpy reports every target above the level disabled
+
+
+@pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
+@pytest.mark.parametrize("level", cpu_dispatch.host_levels("aten"))
+def test_torch_runs_at_the_forced_level(level):
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    assert _in_child(code, cpu_dispatch.forced_env("aten", level)) == level.upper()
+
+
+def _group(backend, dispatch):
+    return Group(backend, "builtin", "gelu_none", "float16", "eager", 0, "cpu", dispatch)
+
+
+def test_a_fault_keyed_by_dispatch_is_certain_only_where_measured():
+    fault = KnownFault("r", "no upstream report found", backend="torch", dispatch=("default", "avx2"))
+    measured = MEASURED_DISPATCH["torch"]
+    assert "default" in measured and "avx512" in measured
+    assert fault.matches(_group("torch", "avx2"), "grid") and fault.certain(_group("torch", "avx2"))
+    assert not fault.matches(_group("torch", "avx512"), "grid")  # measured there: the cell must pass
+    unmeasured = _group("torch", "sve256")
+    assert fault.matches(unmeasured, "grid") and not fault.certain(unmeasured)
+    assert "depends on CPU dispatch" in fault.condition(unmeasured) and "'sve256'" in fault.condition(unmeasured)
+    varies = KnownFault("r", "no upstream report found", backend="torch", varies="the processor's vendor")
+    assert varies.matches(_group("torch", "avx512"), "grid") and not varies.certain(_group("torch", "avx512"))
+    assert KnownFault("r", "x", backend="torch").certain(unmeasured)  # a fault of every level stays strict
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
+@pytest.mark.skipif("avx2" not in cpu_dispatch.host_levels("aten"), reason="the processor has no AVX2")
+def test_a_cell_that_moves_with_the_level_passes_the_suite_on_each_level():
+    """torch's float16 tanh-form GELU cancels in 1+tanh in the negative tail at ATen levels avx2 and avx512, and not
+    at level default (measured against mpmath): the parity cell is a strict xfail at the one and must pass at the
+    other."""
+    cell = "tests/test_parity.py::test_parity[torch-builtin-gelu_tanh-float16-eager-d0-cpu-negative_tail]"
+    for level, outcome in (("default", "1 passed"), ("avx2", "1 xfailed")):
+        env = {**os.environ, **cpu_dispatch.forced_env("aten", level), "GELULAB_BACKEND": "torch"}
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cell], env=env,
+                           capture_output=True, text=True, timeout=600, check=False)
+        last = r.stdout.strip().splitlines()[-1]
+        assert outcome in last, (level, r.stdout[-2000:])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
+def test_parity_reports_a_fault_that_depends_on_the_machine_as_known(tmp_path):
+    """A fault that no forcible level decides (core.known_faults `varies`) is known wherever it shows: the parity
+    report names what it depends on and `--fail-on-new` exits 0, whether the cells fail here or not."""
+    argv = ["parity", "--backend", "torch", "--impl", "builtin", "--activation", "gelu_none", "--dtype", "float16",
+            "--order", "0", "--mode", "eager", "--no-plots", "--fail-on-new", "--out", str(tmp_path)]
+    r = subprocess.run([sys.executable, "-m", "gelulab", *argv], capture_output=True, text=True, timeout=600,
+                       check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cells = {c["region"]: c for c in json.loads((tmp_path / "parity.json").read_text())["cells"]}
+    tail = cells["negative_tail"]
+    assert tail["cpu_dispatch"] == get_backend("torch").cpu_dispatch()
+    if not tail["passed"]:
+        assert tail["flag"] == "upstream" and "may or may not occur" in tail["known_fault"]["condition"]
+        assert "may or may not occur on this machine" in (tmp_path / "report.md").read_text()
