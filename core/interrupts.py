@@ -2,6 +2,7 @@
 
 held_interrupts()                  SIGINT/SIGTERM held during a block (a framework's import), delivered after it
 dropped_interrupts_sent_again()    a KeyboardInterrupt Python drops (in a gc callback, a destructor) sent again
+die_with_parent(pid)               a worker process ends when the process that started it dies, even by SIGKILL
 
 A KeyboardInterrupt raised inside a framework's import (its C++ extension initialising: jaxlib's MLIR bindings,
 TensorFlow's, torch's) can leave the extension half-built: the process then ends with SIGSEGV or SIGABRT, or the
@@ -100,3 +101,34 @@ def dropped_interrupts_sent_again(delay_s: float = 0.02):
         for t in timers:
             t.cancel()
         sys.unraisablehook = previous
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process (a worker, a filter) end when `parent_pid`, the process that started it, dies by any means,
+    SIGKILL included, so no worker is left burning the cores after its command is gone. On Linux it asks the kernel
+    for SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG, man 2 prctl; the kernel sends it when the parent's
+    starting thread ends, so start workers from a thread that lives as long as they do); elsewhere a daemon
+    thread checks os.getppid() every 0.5 s. Exits at once (os._exit(1)) when the parent has already died. Call it
+    first thing in the child (a ProcessPoolExecutor initializer with initargs=(os.getpid(),)). Raises nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            _watch_parent(parent_pid)
+    else:
+        _watch_parent(parent_pid)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    import time
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gelulab-parent-watch", daemon=True).start()

@@ -132,7 +132,11 @@ NOISE_PATTERN = (
 # stdin = the command's stderr pipe, stdout = the real stderr. A partial line that may start a noise line is held
 # until its newline or for 0.2 s (progress bars redraw with carriage returns and no newline).
 _FILTER_CODE = r"""
-import os, re, select, signal
+import ctypes, os, re, select, signal, sys
+if sys.platform.startswith("linux"):  # end with the command, SIGKILL included (interrupts.die_with_parent)
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+if os.getppid() != PARENT:
+    os._exit(0)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 noise = re.compile(PATTERN.encode())
@@ -182,7 +186,8 @@ def quiet_frameworks():
     read_end, write_end = os.pipe()
     saved = os.dup(2)
     try:
-        proc = subprocess.Popen([sys.executable, "-c", f"PATTERN = {NOISE_PATTERN!r}\n{_FILTER_CODE}"],
+        proc = subprocess.Popen([sys.executable, "-c",
+                                 f"PATTERN = {NOISE_PATTERN!r}\nPARENT = {os.getpid()}\n{_FILTER_CODE}"],
                                 stdin=read_end, stdout=saved, stderr=saved, close_fds=True)
     except OSError:
         os.close(read_end)

@@ -217,7 +217,7 @@ def test_noise_filter_drops_only_the_known_lines():
               "E0000 00:00:1796115351.800174    6950 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
               "E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"
               "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
-    code = f"PATTERN = {output.NOISE_PATTERN!r}\n{output._FILTER_CODE}"
+    code = f"PATTERN = {output.NOISE_PATTERN!r}\nPARENT = {os.getpid()}\n{output._FILTER_CODE}"
     p = subprocess.run([sys.executable, "-c", code], input=sample.encode(), capture_output=True, timeout=30,
                        check=True)
     assert p.stdout.decode() == ("E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"

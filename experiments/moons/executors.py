@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from gelulab.core.interrupts import die_with_parent
+
 EXECUTORS = ("local", "ray")
 RAY_HINT = "pip install -c constraints.txt -e '.[ray]'"
 RAY_OBJECT_STORE_BYTES = 256 * 1024**2  # local instance: results are small JSON texts
@@ -72,7 +74,8 @@ def _local(fn, tasks, jobs) -> Iterator[tuple[int, object]]:
         for i, t in enumerate(tasks):
             yield i, fn(*t)
         return
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("spawn"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     done = False
     try:
         futures = {pool.submit(fn, *t): i for i, t in enumerate(tasks)}

@@ -48,7 +48,7 @@ from gelulab.backends import (
 )
 from gelulab.core import config as gconfig
 from gelulab.core.config import threads as env_threads
-from gelulab.core.interrupts import dropped_interrupts_sent_again
+from gelulab.core.interrupts import die_with_parent, dropped_interrupts_sent_again
 from gelulab.core.output import Interrupted, check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
 from gelulab.core.report import atomic_write_text, environment, write_json
@@ -367,10 +367,13 @@ def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, j
                 timing[b] = train_groups(b, cfg.to_dict(), str(out_dir), groups, report)
         else:
             import multiprocessing as mp
+            from multiprocessing.managers import SyncManager
 
             ctx = mp.get_context("spawn")
-            with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
-                                                                max_tasks_per_child=1) as pool:
+            manager = SyncManager(ctx=ctx)  # its server process and the workers end with this one, even by SIGKILL
+            manager.start(die_with_parent, (os.getpid(),))
+            with manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1,
+                                              initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 queue = manager.Queue()
                 # longest first: torch's eager steps cost the most, then tensorflow, then jax
                 order = sorted(by_backend, key=lambda b: {"torch": 0, "tensorflow": 1}.get(b, 2))

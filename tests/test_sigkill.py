@@ -1,0 +1,81 @@
+"""A command killed with SIGKILL leaves no process behind: its workers, their manager and the log filter end with it
+(core.interrupts.die_with_parent), so nothing goes on burning the cores after the command is gone.
+
+Each test starts `python -m gelulab ...` in a session of its own, waits until its children run, kills the command
+with SIGKILL, and 5 s later counts the processes left in that session (psutil).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import SELECTED
+
+from gelulab.backends import capabilities
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
+
+
+def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
+    """Start gelulab with `argv`, SIGKILL it once ready(process) is true, and return the command lines of the
+    processes of its session still alive 5 s later (then killed, so a failing test leaves nothing either)."""
+    p = subprocess.Popen([sys.executable, "-m", "gelulab", *argv], cwd=ROOT, start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start = time.monotonic()
+    try:
+        while not ready(psutil.Process(p.pid)):
+            assert p.poll() is None, f"gelulab ended (exit {p.returncode}) before its workers started"
+            assert time.monotonic() - start < timeout, "the workers did not start"
+            time.sleep(0.1)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    time.sleep(5)
+    left = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(proc.pid) == p.pid:
+                left.append(" ".join(proc.info["cmdline"] or [])[:200])
+                proc.kill()
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return left
+
+
+def _children(n):
+    return lambda proc: len(proc.children(recursive=True)) >= n
+
+
+@pytest.mark.slow
+def test_sigkill_of_parity_leaves_no_process(tmp_path):
+    out = tmp_path / "parity"
+    backend = "torch" if "torch" in SELECTED else SELECTED[0]  # torch's kernels start compile workers too
+    argv = ["parity", "--backend", backend, "--impl", "kernel", "--no-plots", "--out", str(out)]
+    assert _left_after_sigkill(argv, lambda proc: _children(1)(proc) and list(out.glob("groups/*.npz"))) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(TRAINABLE) < 2, reason="needs two backends with autodiff")
+def test_sigkill_of_moons_on_two_backends_leaves_no_process(tmp_path):
+    argv = ["moons", "--backends", ",".join(TRAINABLE[:2]), "--jobs", "2", "--seeds", "4", "--epochs", "200",
+            "--samples", "300", "--no-progress", "--out", str(tmp_path / "moons")]
+    assert _left_after_sigkill(argv, _children(4)) == []  # the filter, the manager and two workers
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TRAINABLE, reason="the grid needs a backend with autodiff")
+def test_sigkill_of_the_grid_leaves_no_process(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[base]\nseeds = 2\nn_samples = 200\narms = ["relu", "gelu_none"]\n'
+                    '[axes]\ndepth = [1, 2]\nlr = [0.01]\nepochs = [400]\n')
+    argv = ["moons", "--grid", str(grid), "--backends", TRAINABLE[0], "--jobs", "2", "--no-progress",
+            "--out", str(tmp_path / "grid")]
+    assert _left_after_sigkill(argv, _children(3)) == []  # the filter and two cell workers
