@@ -18,8 +18,10 @@ host's features come from numpy's own CPU detection.
 """
 from __future__ import annotations
 
+import getpass
 import os
 import re
+import tempfile
 
 DISPATCHERS = ("aten", "xla", "numpy")
 _ATEN = ("default", "avx2", "avx512")
@@ -87,17 +89,29 @@ def numpy_level() -> str:
     return (enabled[-1] if enabled else baseline[-1]).lower()
 
 
+def aten_cache_dir(level: str, environ: dict | None = None) -> str:
+    """The inductor compile cache a process forced to ATen `level` uses: TORCHINDUCTOR_CACHE_DIR (or torch's
+    default, <tmp>/torchinductor_<user>) with "-aten-<level>" appended. torch 2.13's on-disk caches do not key
+    their entries by ATEN_CPU_CAPABILITY, so a process at a lower level that shares the cache of the native one
+    loads code built for the other vector width: measured, ReLU and exact GELU compiled at level avx2 after a run
+    at avx512 returned NaN and values off by 10, and at level default the C++ build failed."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    return f"{base}-aten-{level}"
+
+
 def forced_env(dispatcher: str, level: str, environ: dict | None = None) -> dict[str, str]:
     """The environment variables that make a new process run `dispatcher` at `level` (a member of levels()):
-    {"ATEN_CPU_CAPABILITY": level}, {"XLA_FLAGS": the current flags with --xla_cpu_max_isa=LEVEL} or
-    {"NPY_DISABLE_CPU_FEATURES": every numpy target above level}. `environ` defaults to os.environ. Raises
+    {"ATEN_CPU_CAPABILITY": level, "TORCHINDUCTOR_CACHE_DIR": aten_cache_dir(level)}, {"XLA_FLAGS": the current
+    flags with --xla_cpu_max_isa=LEVEL} or {"NPY_DISABLE_CPU_FEATURES": every numpy target above level}. `environ` defaults to os.environ. Raises
     ValueError for an unknown dispatcher or level."""
     _check(dispatcher)
     if level not in levels(dispatcher):
         raise ValueError(f"unknown {dispatcher} level {level!r}; expected one of {list(levels(dispatcher))}")
     environ = os.environ if environ is None else environ
-    if dispatcher == "aten":
-        return {"ATEN_CPU_CAPABILITY": level}
+    if dispatcher == "aten":  # a compile cache of its own: inductor's does not key its entries by the level
+        return {"ATEN_CPU_CAPABILITY": level, "TORCHINDUCTOR_CACHE_DIR": aten_cache_dir(level, environ)}
     if dispatcher == "xla":
         rest = _XLA_FLAG.sub("", environ.get("XLA_FLAGS", "")).strip()
         return {"XLA_FLAGS": f"{rest} --xla_cpu_max_isa={level.upper()}".strip()}

@@ -162,12 +162,18 @@ def test_relu_second_order_graph_is_connected(backend):
 
 def test_coefficients_are_what_the_fitting_script_makes():
     # a regeneration check (the committed core/kernel_coeffs.py is current), not a reference check: the exp
-    # polynomial and a root window refitted by core/kernel_fit.py give the committed coefficients
+    # polynomial and a root window refitted by core/kernel_fit.py give the committed coefficients. The window's
+    # weighted least squares run through LAPACK, whose float64 bits depend on the CPU's BLAS kernels (OpenBLAS picks
+    # them by processor), so its float32-rounded coefficients may differ by a rounding step: measured, SILU_J2's
+    # last coefficient is 1 float32 step apart between an AMD EPYC and an Intel Xeon
     assert tuple(kernel_fit.fit_exp_q()["coeffs"]) == KC.COEFFS["EXP_Q"]
     root = kernel_fit.sigma_root("silu")
     j = kernel_fit._j_function("silu")
     fit = kernel_fit.fit_window(lambda d: j(root + d) / d, kernel_fit.WINDOW)
-    assert tuple(fit["coeffs"]) == KC.COEFFS["SILU_J2"]
+    got, committed = np.array(fit["coeffs"], np.float32), np.array(KC.COEFFS["SILU_J2"], np.float32)
+    assert got.shape == committed.shape
+    steps = np.abs(got.view(np.int32).astype(np.int64) - committed.view(np.int32).astype(np.int64))
+    assert steps.max() <= 2, (fit["coeffs"], KC.COEFFS["SILU_J2"])
     assert fit["max_rel_err"] < 2.0**-29
 
 
