@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 import time
 
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     from gelulab.core.provenance import set_command
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    # the commands measure the compiled kernels themselves: built on first use, not in the background
+    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV
     args = None
     with _interrupt_handlers() as state:
         try:

@@ -8,12 +8,27 @@ GELULAB_THREADS  threads per framework (intra-op), default 1, at most max_thread
                  torch training ran 4x slower when another process was busy, 1-thread runs were unaffected; far
                  more threads than cores only add contention (100000 made a framework's thread pool fail with
                  MemoryError).
+GELULAB_KERNEL_COMPILE  how eager calls of a compiled float32 kernel get their compiled loop (torch):
+                 "background" (default: the float64 formula serves calls until the loop, built in a background
+                 thread once the float64 calls have cost half a second, is ready), "wait" (built in the calling
+                 thread on the first call: what `gelulab` commands and the test suite measure) or "off" (never).
 """
 from __future__ import annotations
 
 import os
 
 DEVICES = ("cpu", "gpu", "tpu")
+KERNEL_COMPILE_ENV = "GELULAB_KERNEL_COMPILE"
+KERNEL_COMPILE = ("background", "wait", "off")
+
+
+def kernel_compile() -> str:
+    """The policy from GELULAB_KERNEL_COMPILE (default "background"; see the module docstring). Raises ValueError
+    naming the variable for another value."""
+    v = os.environ.get(KERNEL_COMPILE_ENV, "background").strip().lower() or "background"
+    if v not in KERNEL_COMPILE:
+        raise ValueError(f"{KERNEL_COMPILE_ENV}={v!r}; expected one of {list(KERNEL_COMPILE)}")
+    return v
 
 
 def device() -> str:

@@ -13,6 +13,7 @@ import pytest
 
 os.environ.setdefault("GELULAB_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # the suite measures the compiled kernels themselves
 
 from gelulab.backends import BackendUnavailable, get_backend, reproducible, selected_backends
 from gelulab.core import config

@@ -3,8 +3,16 @@ torch.autograd.Function whose backward is the next kernel (f' then f''), so torc
 create_graph=True) and torch.func.vjp compose to second order, and one fused kernel per call in eager mode.
 
 Eager calls run the kernel through torch.compile (inductor): one fused loop instead of a hundred elementwise passes,
-compiled on the first call (static shape; dynamic after a second shape; its latency is `gelulab bench`'s first
-call); inside a torch.compile'd caller the kernel's ops are traced into the caller's graph instead.
+built once per kernel and device for every shape (the input is flattened to one dynamic dimension; sizes 0 and 1,
+which dynamo specialises, and calls inside torch.func transforms take the float64 path below). The build takes
+seconds to a minute, so it never stalls the caller: by default (GELULAB_KERNEL_COMPILE=background) calls compute
+through gelulab's float64 formula and closed-form derivatives (core.formulas; the same accuracy contract, slower
+per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way its loop is built in a background
+thread; calls switch to it when it is built. A script that exits during a build waits for it to end (a build cut
+short at exit aborts the process), so short scripts, which never reach BUILD_AFTER_S, never build. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
+`bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
+RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
+traced into the caller's graph instead.
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
 calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
@@ -12,15 +20,24 @@ global torch setting is changed.
 """
 from __future__ import annotations
 
+import threading
+import time
 import warnings
 from functools import cache
 
 import torch
 
+from gelulab.backends.torch import activations as _xp
+from gelulab.core import config
 from gelulab.core import kernels as K
 from gelulab.core.activations import ACTIVATIONS, get_activation
+from gelulab.core.formulas import closed_form
 
 NAME = "torch"
+BUILD_AFTER_S = 0.5  # background builds start once a kernel's float64 calls have taken this long
+_build_failed = []  # the first failure of an inductor build, warned about once per process
+
+
 
 
 def _i32(u: int) -> int:
@@ -80,45 +97,99 @@ def _recompile_room():
 
 
 class _Compiled:
-    """A float32 kernel (or tuple of kernels sharing their work) run through torch.compile when called eagerly
-    (bfloat16/float16 are cast outside it, so no dtype recompiles; the first shape is compiled static, a second one
-    recompiles it with dynamic shapes once: measured, the static loop is twice as fast as the dynamic one at
-    n = 1e6), and traced as plain ops under a compiler. Returns a tensor, or a tuple for a tuple of kernels."""
+    """A float32 kernel (or tuple of kernels sharing their work: orders, e.g. (0, 1) for f and f') of catalogue
+    entry `key`, run eagerly through torch.compile once it is built (module docstring; bfloat16/float16 are cast
+    outside it, so no dtype recompiles) and traced as plain ops under a compiler. Returns a tensor of the input's
+    dtype and shape, or a tuple for a tuple of kernels."""
 
-    def __init__(self, *fns, bf16=False):
-        self.fns = fns
+    def __init__(self, key, orders, *fns, bf16=False):
+        self.key, self.orders, self.fns = key, orders, fns
         self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.kernels.kernel_function
-        self._compiled = None
+        self._ready = {}  # device type -> the compiled loop, or None where it could not be built
+        self._building = {}  # device type -> an Event set once its build has ended
+        self._float64_s = 0.0  # seconds its calls have spent on the float64 path
+        self._lock = threading.Lock()
 
     def _run(self, x):
         out = tuple(f(NS, x) for f in self.fns)
         return out if len(out) > 1 else out[0]
 
+    def _float64(self, x):
+        """The same values by gelulab's float64 formula and closed forms (core.formulas), rounded once to x's
+        dtype: no compiler, any shape, inside any torch.func transform."""
+        act = get_activation(self.key)
+        out = tuple(act.formula(_xp, x) if o == 0 else closed_form(act, _xp, x.double(), o).to(x.dtype)
+                    for o in self.orders)
+        return out if len(out) > 1 else out[0]
+
+    def _build(self, device: torch.device, done: threading.Event) -> None:
+        compiled = torch.compile(self._run, fullgraph=True, dynamic=True)
+        try:
+            with torch.no_grad(), _recompile_room():
+                compiled(torch.linspace(-4.0, 4.0, 64, device=device))
+        except Exception as e:  # noqa: BLE001 - inductor could not build the loop (e.g. no C++ compiler)
+            compiled = None
+            with self._lock:
+                first = not _build_failed
+                _build_failed.append(e)
+            if first:
+                warnings.warn(f"gelulab: torch.compile could not build the float32 kernels ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}); eager torch calls compute in float64 "
+                              "instead (same accuracy, slower). A C++ compiler on PATH (g++) gives the fast loop.",
+                              RuntimeWarning, stacklevel=2)
+        finally:
+            self._ready[device.type] = compiled
+            done.set()
+
+    def _loop(self, x):
+        """The compiled loop for x's device; None while it is being built, where it cannot be built, for sizes 0
+        and 1, and inside a torch.func transform (vmap, grad, hessian), where the float64 path serves the call."""
+        if x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
+            return None
+        dev = x.device.type
+        if dev in self._ready:
+            return self._ready[dev]
+        policy = config.kernel_compile()
+        if policy == "off" or (policy == "background" and self._float64_s < BUILD_AFTER_S):
+            return None
+        with self._lock:
+            done = self._building.get(dev)
+            start = done is None
+            if start:
+                done = self._building[dev] = threading.Event()
+        if start and policy == "wait":
+            self._build(x.device, done)
+        elif start:  # not a daemon: an exit waits for the build (a build cut short at exit aborts the process)
+            threading.Thread(target=self._build, args=(x.device, done), name=f"gelulab-compile-{self.key}").start()
+            return None
+        elif policy == "wait":
+            done.wait()
+        return self._ready.get(dev)
+
     def __call__(self, x):
         dtype = x.dtype
-        if dtype != torch.float32:
-            x = x.to(torch.float32)
         if _tracing():
-            y = self._run(x)
+            xf = x if dtype == torch.float32 else x.to(torch.float32)
+            y = self._run(xf)
         else:
-            if self._compiled is None:
-                self._compiled = torch.compile(self._run, fullgraph=True)
+            loop = self._loop(x)
+            if loop is None:
+                t0 = time.perf_counter()
+                y = self._float64(x)
+                self._float64_s += time.perf_counter() - t0
+                return y
+            xf = x.detach() if dtype == torch.float32 else x.detach().to(torch.float32)
             try:
-                with _recompile_room():
-                    y = self._compiled(x)
-            except Exception as e:  # noqa: BLE001 - inductor could not build the loop (e.g. no C++ compiler)
-                if self._compiled is self._run:
-                    raise
-                warnings.warn(f"gelulab: torch.compile of a float32 kernel failed ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}); running its ops eagerly (same values, "
-                              "slower)", RuntimeWarning, stacklevel=3)
-                self._compiled = self._run
-                y = self._run(x)
+                with torch.no_grad(), _recompile_room():
+                    y = loop(xf.reshape(-1))
+            except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays built for the next ones
+                return self._float64(x)
+            y = tuple(v.reshape(x.shape) for v in y) if isinstance(y, tuple) else y.reshape(x.shape)
         if dtype == torch.float32:
             return y
         if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
             y0 = y[0] if isinstance(y, tuple) else y
-            y0 = torch.where(NS.bits_equal(x, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
+            y0 = torch.where(NS.bits_equal(xf, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
             y = (y0,) + y[1:] if isinstance(y, tuple) else y0
         return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
 
@@ -128,7 +199,8 @@ def _kernels(key: str):
     act = get_activation(key)
     fix = K.kernel_function(act, 0, "bfloat16") is not K.kernel_function(act, 0)  # ValueError if no kernel
     f0, f1, f2 = (act.kernel.function(o) for o in range(3))
-    return (_Compiled(f0, bf16=fix), _Compiled(f1), _Compiled(f2), _Compiled(f0, f1, bf16=fix))
+    return (_Compiled(key, (0,), f0, bf16=fix), _Compiled(key, (1,), f1), _Compiled(key, (2,), f2),
+            _Compiled(key, (0, 1), f0, f1, bf16=fix))
 
 
 def kernel(key: str):

@@ -1,0 +1,110 @@
+"""torch eager calls of gelulab's kernels: no stall, every signature, transforms and a missing C++ compiler.
+
+The float64 path that serves eager calls until the compiled loop is built (GELULAB_KERNEL_COMPILE, core.config) is
+judged by the parity engine against the correctly rounded mpmath reference, like the compiled loop; the rest
+checks which path served a call, never how long it took (`gelulab bench` times them).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import SELECTED
+
+from gelulab.backends import get_backend
+from gelulab.core.known_faults import known_fault
+from gelulab.experiments.parity.engine import check, evaluate, groups
+
+pytestmark = pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
+
+
+def test_the_float64_path_meets_the_parity_tolerances(monkeypatch):
+    monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "off")
+    b = get_backend("torch")
+    bad = []
+    for g in groups([b], impls=("kernel",), dtypes=("float32", "bfloat16", "float16"), modes=("eager",)):
+        for region, result in evaluate(b, g).items():
+            if known_fault(g, region) is None and not check(result).passed:
+                bad.append(f"{g.id}-{region}")
+    assert not bad, bad
+
+
+def _child(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=900, check=False)
+
+
+_SETUP = """
+import threading, torch
+from gelulab.backends import get_backend
+from gelulab.backends.torch import kernels as TK
+f = get_backend("torch").function("gelu_none", "kernel")
+k0 = TK._kernels("gelu_none")[0]
+x = torch.randn(4, 256)
+"""
+
+
+def test_the_first_calls_do_not_build_and_a_busy_kernel_builds_in_the_background():
+    code = _SETUP + """
+y = f(x)
+assert not k0._building and not k0._ready, "the first call started a build"
+while not k0._building:
+    f(x)
+builder = [t for t in threading.enumerate() if t.name == "gelulab-compile-gelu_none"]
+assert builder, "no background build"
+k0._building["cpu"].wait()
+assert k0._ready["cpu"] is not None
+loop = k0._ready["cpu"](x.reshape(-1)).reshape(x.shape)
+assert torch.equal(f(x), loop), "a call after the build did not run the compiled loop"
+print("ok")
+"""
+    r = _child(code, GELULAB_KERNEL_COMPILE="background")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_transforms_and_new_shapes_leave_the_compiled_loop_in_place():
+    import torch
+
+    from gelulab.backends.torch import kernels as TK
+
+    f = get_backend("torch").function("gelu_tanh", "kernel")
+    k0 = TK._kernels("gelu_tanh")[0]
+    x = torch.linspace(-6, 6, 301)
+    y = f(x)
+    loop = k0._ready["cpu"]
+    assert loop is not None
+    rows = torch.stack([x[:100], x[100:200], x[200:300]])
+    v = torch.func.vmap(f)(rows)
+    h = torch.func.hessian(lambda t: f(t).sum())(x[:5])
+    # each path is within 1 ULP of the correctly rounded value (the parity suite), so they are within 2 of each other
+    np.testing.assert_array_max_ulp(v.reshape(-1).numpy(), y[:300].numpy(), maxulp=2)
+    assert h.shape == (5, 5)
+    assert k0._ready["cpu"] is loop  # still compiled: the transforms took the float64 path for their calls
+    for shape in ((), (0,), (1,), (3, 1, 5), (2, 3, 4)):
+        t = torch.randn(shape)
+        for view in (t, t.transpose(0, -1) if t.dim() > 1 else t, t.expand(2, *shape) if t.dim() else t):
+            out = f(view)
+            assert out.shape == view.shape and out.dtype == view.dtype
+            assert np.array_equal(out.numpy(), f(view.contiguous()).numpy())
+
+
+def test_without_a_cpp_compiler_one_warning_and_the_float64_path():
+    code = _SETUP + """
+import warnings
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    a, b = f(x), f(x * 2)
+    torch.autograd.grad(f(x.requires_grad_()).sum(), x)
+notes = [str(m.message) for m in w if "could not build the float32 kernels" in str(m.message)]
+assert len(notes) == 1, notes
+assert k0._ready["cpu"] is None
+ref = TK._kernels("gelu_none")[0]._float64(x.detach())
+assert torch.equal(a, ref)
+print("ok")
+"""
+    r = _child(code, GELULAB_KERNEL_COMPILE="wait", CXX="/nonexistent/g++", CC="/nonexistent/gcc",
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(os.environ.get("TMPDIR", "/tmp"), "gelulab-no-cxx-cache"))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
