@@ -96,8 +96,8 @@ class KnownFault:
 # `make test-dispatch`. An entry with `dispatch` is certain only at these levels.
 MEASURED_DISPATCH: dict[str, tuple[str, ...]] = {
     "torch": ("default", "avx2", "avx512"),
-    "jax": ("sse4_2", "avx", "avx2", "avx512"),
-    "tensorflow": ("sse4_2", "avx", "avx2", "avx512"),
+    "jax": ("sse4_2", "avx2", "avx512"),
+    "tensorflow": ("sse4_2", "avx2", "avx512"),
     "numpy": ("x86_v2", "x86_v3", "x86_v4", "avx512_icl", "avx512_spr"),
 }
 
