@@ -67,15 +67,15 @@ def host_levels(dispatcher: str) -> tuple[str, ...]:
 
 def xla_level(flags: str | None = None) -> str | None:
     """The ISA level XLA's CPU compiler targets in this process: the host's highest of levels("xla"), capped by
-    --xla_cpu_max_isa in `flags` (default: the XLA_FLAGS environment variable; a value above AVX512, such as
-    AVX512_VNNI or AMX, counts as "avx512"). None on a processor with none of these levels (not x86-64)."""
+    the last --xla_cpu_max_isa in `flags` (default: the XLA_FLAGS environment variable; a value above AVX512, such
+    as AVX512_VNNI or AMX, counts as "avx512"; one XLA does not know leaves the host's level, as XLA ignores it). None on a processor with none of these levels (not x86-64)."""
     have = host_levels("xla")
     if not have:
         return None
     best = have[-1]
-    m = _XLA_FLAG.search(os.environ.get("XLA_FLAGS", "") if flags is None else flags)
-    if m:
-        cap = m.group(1).lower()
+    caps = _XLA_FLAG.findall(os.environ.get("XLA_FLAGS", "") if flags is None else flags)
+    if caps:  # XLA reads the last one
+        cap = caps[-1].lower()
         cap = cap if cap in _XLA else ("avx512" if cap.startswith(("avx512", "amx")) else best)
         best = min(best, cap, key=_XLA.index)
     return best

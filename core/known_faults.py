@@ -432,8 +432,12 @@ KNOWN_FAULTS = tuple(
 
 
 def known_fault(group, region: str) -> KnownFault | None:
-    """The first KnownFault matching (group, region), or None."""
+    """The first KnownFault matching (group, region) that is certain for the group (KnownFault.certain), else the
+    first that may or may not occur, or None: a fault that depends on the machine never hides a certain one."""
+    maybe = None
     for f in KNOWN_FAULTS:
         if f.matches(group, region):
-            return f
-    return None
+            if f.certain(group):
+                return f
+            maybe = maybe or f
+    return maybe

@@ -133,10 +133,12 @@ NOISE_PATTERN = (
 # until its newline or for 0.2 s (progress bars redraw with carriage returns and no newline).
 _FILTER_CODE = r"""
 import ctypes, os, re, select, signal, sys
-if sys.platform.startswith("linux"):  # end with the command, SIGKILL included (interrupts.die_with_parent)
-    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+gone = []  # the command has ended, however (SIGKILL included): drain what it wrote, then end too
+signal.signal(signal.SIGHUP, lambda signum, frame: gone.append(signum))
+if sys.platform.startswith("linux"):  # the kernel sends SIGHUP when the command ends (interrupts.die_with_parent)
+    ctypes.CDLL(None).prctl(1, int(signal.SIGHUP), 0, 0, 0)
 if os.getppid() != PARENT:
-    os._exit(0)
+    gone.append(0)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 noise = re.compile(PATTERN.encode())
@@ -145,10 +147,12 @@ def out(b):
     while b:
         b = b[os.write(1, b):]
 while True:
-    ready, _, _ = select.select([0], [], [], 0.2 if pending else None)
+    ready, _, _ = select.select([0], [], [], 0.2 if pending else 0.5)
     if not ready:
         out(pending)
         pending = b""
+        if gone or os.getppid() != PARENT:  # nothing left to read from a command that has ended
+            break
         continue
     chunk = os.read(0, 65536)
     if not chunk:

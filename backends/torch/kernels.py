@@ -8,8 +8,10 @@ which dynamo specialises, and calls inside torch.func transforms take the float6
 seconds to a minute, so it never stalls the caller: by default (GELULAB_KERNEL_COMPILE=background) calls compute
 through gelulab's float64 formula and closed-form derivatives (core.formulas; the same accuracy contract, slower
 per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way its loop is built in a background
-thread; calls switch to it when it is built. A script that exits during a build waits for it to end (a build cut
-short at exit aborts the process), so short scripts, which never reach BUILD_AFTER_S, never build. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
+thread; calls switch to it when it is built. The build thread is not a daemon (one cut short at exit aborts the
+process); a build still running when the program ends stops there, silently. Short scripts, which never reach
+BUILD_AFTER_S, never build. Calls whose result is differentiated, and calls under global state the loop was not
+built for (inference mode, autocast), keep the float64 path (_Compiled._loop). GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
 `bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
 traced into the caller's graph instead.
@@ -26,6 +28,7 @@ import warnings
 from functools import cache
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from gelulab.backends.torch import activations as _xp
 from gelulab.core import config
@@ -96,6 +99,24 @@ def _recompile_room():
                      accumulated_recompile_limit=max(cfg.accumulated_recompile_limit, 16384))
 
 
+def _dense(t) -> bool:
+    """Whether t's elements fill its memory without gaps or overlaps in some order of its dimensions (contiguous,
+    channels-last, transposed; not sliced or expanded)."""
+    expected = 1
+    for d in sorted(range(t.dim()), key=t.stride):
+        if t.size(d) != 1 and t.stride(d) != expected:
+            return False
+        expected *= t.size(d)
+    return True
+
+
+def _state() -> tuple:
+    """The global torch state dynamo guards a compiled loop on, beyond its input: inference mode, CPU autocast, the
+    default dtype and the intra-op thread count (measured: a change of any of them recompiles, 1.5-8.5 s)."""
+    return (torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu"), torch.get_default_dtype(),
+            torch.get_num_threads())
+
+
 class _Compiled:
     """A float32 kernel (or tuple of kernels sharing their work: orders, e.g. (0, 1) for f and f') of catalogue
     entry `key`, run eagerly through torch.compile once it is built (module docstring; bfloat16/float16 are cast
@@ -108,6 +129,7 @@ class _Compiled:
         self._ready = {}  # device type -> the compiled loop, or None where it could not be built
         self._building = {}  # device type -> an Event set once its build has ended
         self._float64_s = 0.0  # seconds its calls have spent on the float64 path
+        self._built_state = None  # the global state the loop was built under (_state)
         self._lock = threading.Lock()
 
     def _run(self, x):
@@ -123,12 +145,15 @@ class _Compiled:
         return out if len(out) > 1 else out[0]
 
     def _build(self, device: torch.device, done: threading.Event) -> None:
+        self._built_state = _state()
         compiled = torch.compile(self._run, fullgraph=True, dynamic=True)
         try:
             with torch.no_grad(), _recompile_room():
                 compiled(torch.linspace(-4.0, 4.0, 64, device=device))
         except Exception as e:  # noqa: BLE001 - inductor could not build the loop (e.g. no C++ compiler)
             compiled = None
+            if not threading.main_thread().is_alive():  # the program ended during the build: nothing to say
+                return
             with self._lock:
                 first = not _build_failed
                 _build_failed.append(e)
@@ -142,15 +167,23 @@ class _Compiled:
             done.set()
 
     def _loop(self, x):
-        """The compiled loop for x's device; None while it is being built, where it cannot be built, for sizes 0
-        and 1, and inside a torch.func transform (vmap, grad, hessian), where the float64 path serves the call."""
-        if x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
+        """The compiled loop for x's device; None (the float64 path serves the call) while it is being built, where
+        it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1, inside a torch.func transform
+        (vmap, grad, hessian), for a call whose result is differentiated (x requires grad with grad mode on, or
+        carries a forward-mode tangent: autograd differentiates the float64 ops) and under global state the loop
+        was not built for (inference mode, autocast, another default dtype or thread count), where calling it
+        would recompile in the caller."""
+        policy = config.kernel_compile()
+        if policy == "off" or x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
+            return None
+        if (x.requires_grad and torch.is_grad_enabled()) or x.is_inference():
+            return None
+        if fwAD._current_level >= 0 and fwAD.unpack_dual(x).tangent is not None:
             return None
         dev = x.device.type
         if dev in self._ready:
-            return self._ready[dev]
-        policy = config.kernel_compile()
-        if policy == "off" or (policy == "background" and self._float64_s < BUILD_AFTER_S):
+            return self._ready[dev] if _state() == self._built_state else None
+        if policy == "background" and self._float64_s < BUILD_AFTER_S:
             return None
         with self._lock:
             done = self._building.get(dev)
@@ -179,12 +212,15 @@ class _Compiled:
                 self._float64_s += time.perf_counter() - t0
                 return y
             xf = x.detach() if dtype == torch.float32 else x.detach().to(torch.float32)
+            dense = _dense(xf)  # its memory is its elements in some order: the result keeps the layout
+            flat = xf.as_strided((xf.numel(),), (1,), xf.storage_offset()) if dense else xf.reshape(-1)
             try:
                 with torch.no_grad(), _recompile_room():
-                    y = loop(xf.reshape(-1))
+                    y = loop(flat)
             except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays built for the next ones
                 return self._float64(x)
-            y = tuple(v.reshape(x.shape) for v in y) if isinstance(y, tuple) else y.reshape(x.shape)
+            back = (lambda v: v.as_strided(x.shape, xf.stride())) if dense else (lambda v: v.reshape(x.shape))
+            y = tuple(back(v) for v in y) if isinstance(y, tuple) else back(y)
         if dtype == torch.float32:
             return y
         if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
