@@ -11,7 +11,8 @@ per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way i
 thread; calls switch to it when it is built. The build thread is not a daemon (one cut short at exit aborts the
 process); a build still running when the program ends stops there, silently. Short scripts, which never reach
 BUILD_AFTER_S, never build. Calls whose result is differentiated, and calls under global state the loop was not
-built for (inference mode, autocast), keep the float64 path (_Compiled._loop). GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
+built for (autocast, another thread count), keep the float64 path (_Compiled._loop); calls in inference mode run
+the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
 `bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
 traced into the caller's graph instead.
@@ -111,10 +112,10 @@ def _dense(t) -> bool:
 
 
 def _state() -> tuple:
-    """The global torch state dynamo guards a compiled loop on, beyond its input: inference mode, CPU autocast, the
-    default dtype and the intra-op thread count (measured: a change of any of them recompiles, 1.5-8.5 s)."""
-    return (torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu"), torch.get_default_dtype(),
-            torch.get_num_threads())
+    """The global torch state dynamo guards a compiled loop on, beyond its input and inference mode (the loop runs
+    outside it): CPU autocast, the default dtype and the intra-op thread count (measured: a change of any of them
+    recompiles, 1.5-6 s)."""
+    return (torch.is_autocast_enabled("cpu"), torch.get_default_dtype(), torch.get_num_threads())
 
 
 class _Compiled:
@@ -171,12 +172,12 @@ class _Compiled:
         it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1, inside a torch.func transform
         (vmap, grad, hessian), for a call whose result is differentiated (x requires grad with grad mode on, or
         carries a forward-mode tangent: autograd differentiates the float64 ops) and under global state the loop
-        was not built for (inference mode, autocast, another default dtype or thread count), where calling it
-        would recompile in the caller."""
+        was not built for (autocast, another default dtype or thread count), where calling it would recompile in
+        the caller. Inference mode is left for the loop's call (__call__)."""
         policy = config.kernel_compile()
         if policy == "off" or x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
             return None
-        if (x.requires_grad and torch.is_grad_enabled()) or x.is_inference():
+        if x.requires_grad and torch.is_grad_enabled():
             return None
         if fwAD._current_level >= 0 and fwAD.unpack_dual(x).tangent is not None:
             return None
@@ -214,9 +215,9 @@ class _Compiled:
             xf = x.detach() if dtype == torch.float32 else x.detach().to(torch.float32)
             dense = _dense(xf)  # its memory is its elements in some order: the result keeps the layout
             flat = xf.as_strided((xf.numel(),), (1,), xf.storage_offset()) if dense else xf.reshape(-1)
-            try:
-                with torch.no_grad(), _recompile_room():
-                    y = loop(flat)
+            try:  # the loop runs outside inference mode, on a normal tensor: the state it was built for
+                with torch.inference_mode(False), torch.no_grad(), _recompile_room():
+                    y = loop(flat.clone() if flat.is_inference() else flat)
             except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays built for the next ones
                 return self._float64(x)
             back = (lambda v: v.as_strided(x.shape, xf.stride())) if dense else (lambda v: v.reshape(x.shape))
