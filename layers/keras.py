@@ -28,7 +28,9 @@ class Activation(keras.layers.Layer):
 
     key: catalogue key; impl: "kernel" (default), "formula" (gelulab's formula) or "builtin" (the backend framework's own function);
     further keyword arguments go to keras.layers.Layer (name, dtype, ...). Input: a floating tensor of any shape;
-    output: the same shape and dtype. Raises ValueError for an unknown key or impl.
+    output: the same shape, in the layer's compute dtype: Keras casts floating inputs to it before `call` (float32
+    by default, so a float16 input gives float32; dtype="float16" or a "mixed_float16" policy computes float16).
+    Raises ValueError for an unknown key or impl.
     """
 
     def __init__(self, key: str, impl: str = DEFAULT_IMPL, **kwargs):
