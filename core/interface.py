@@ -117,7 +117,8 @@ class Backend:
         """The CPU kernel level the framework runs at in this process (core.cpu_dispatch; e.g. "avx2" for torch,
         "x86_v4" for numpy), None on a device other than the CPU or where it cannot be told. Known faults may be
         keyed by it (core.known_faults)."""
-        return self.module.cpu_dispatch() if self.device == "cpu" else None
+        level = getattr(self.module, "cpu_dispatch", None)  # a module outside the contract may lack it
+        return level() if level is not None and self.device == "cpu" else None
 
     def versions(self) -> dict:
         """{package: version string} for the framework packages this backend uses."""
