@@ -193,7 +193,7 @@ class _Compiled:
                 done = self._building[dev] = threading.Event()
         if start and policy == "wait":
             self._build(x.device, done)
-        elif start:  # not a daemon: an exit waits for the build (a build cut short at exit aborts the process)
+        elif start:  # not a daemon (a daemon build cut short at exit aborts the process); at exit it stops silently
             threading.Thread(target=self._build, args=(x.device, done), name=f"gelulab-compile-{self.key}").start()
             return None
         elif policy == "wait":
