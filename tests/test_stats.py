@@ -8,6 +8,7 @@ Cohen's d_z (mean / sd of the differences).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -61,9 +62,10 @@ def test_paired_effect_sizes_against_r_and_the_definitions():
     d = np.subtract(SLEEP_1, SLEEP_2)
     walsh = [(d[i] + d[j]) / 2 for i in range(d.size) for j in range(i, d.size)]
     assert r["hodges_lehmann"] == pytest.approx(float(np.median(walsh)), abs=1e-12)
-    # the bootstrap interval lies within the differences and contains their mean
-    assert d.min() <= r["ci_low"] < r["mean_diff"] < r["ci_high"] <= d.max()
-    assert r["ci_method"] in ("bootstrap BCa", "bootstrap percentile")
+    # ten seeds: below BOOTSTRAP_MIN_SEEDS the reported CI is R's t interval, and no bootstrap is made
+    assert r["ci_method"] == "Student t" and 10 < stats.BOOTSTRAP_MIN_SEEDS
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((-2.4598858, -0.7001142), abs=1e-7)
+    assert math.isnan(r["boot_ci_low"]) and math.isnan(r["boot_ci_high"])
 
 
 def test_bootstrap_interval_of_a_bounded_metric_stays_in_range():
@@ -167,3 +169,112 @@ def test_divergence_is_flagged():
     assert res["conclusions"][0].startswith("**WARNING: 4 runs diverged or did not learn**")
     gelu = next(r for r in res["summary"] if r["arm"] == "gelu_none")
     assert gelu["diverged"] == 1 and gelu["test_loss"]["n"] == 2  # the nan loss is left out, not fatal
+
+
+# ------------------------------------------------------------------ intervals and verdicts at tiny seed counts
+
+
+def _t_interval_by_hand(d):
+    """mean +- t_{n-1, 0.975} s / sqrt(n), from the formula (s: sample sd, ddof = 1)."""
+    d = np.asarray(d, float)
+    n = d.size
+    half = sps.t.ppf(0.975, n - 1) * math.sqrt(np.sum((d - d.mean()) ** 2) / (n - 1)) / math.sqrt(n)
+    return d.mean() - half, d.mean() + half
+
+
+def test_two_seeds_get_the_t_interval_not_the_min_and_max():
+    a, b = [0.90, 0.90], [0.90 + 2 / 30, 0.90 + 1 / 30]  # differences -6.67 and -3.33 pp
+    d = np.subtract(a, b)
+    assert stats.bootstrap_mean_ci(d)[:2] == pytest.approx((d.min(), d.max()), abs=1e-12)  # why not the bootstrap
+    r = stats.paired(a, b, bounds=(-1.0, 1.0))
+    lo, hi = _t_interval_by_hand(d)
+    assert (lo, hi) == pytest.approx((-0.2618, 0.1618), abs=1e-4)  # about [-26, +16] pp
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((lo, hi), rel=1e-12)
+    assert r["ci_method"] == "Student t"
+    assert "95 % CI [-0.262, +0.162] (Student t)" in stats.verdict(r, "GELU", "ReLU", "test accuracy")
+    # two equal differences: no spread, so no interval rather than one of zero width
+    same = stats.paired([0.95, 0.95], [0.90, 0.90])
+    assert math.isnan(same["ci_low"]) and same["ci_method"] == stats.NO_SPREAD
+    assert "no CI (every difference equal" in stats.verdict(same, "GELU", "ReLU", "test accuracy")
+
+
+def test_an_accuracy_interval_stays_inside_the_range_of_a_difference():
+    r = stats.paired([1.0, 0.0], [0.0, 1.0], bounds=(-1.0, 1.0))  # t interval 0 +- 12.7: past +-1
+    assert _t_interval_by_hand([1.0, -1.0])[1] > 12
+    assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
+
+
+def test_the_bootstrap_starts_at_its_documented_seed_count():
+    rng = np.random.default_rng(3)
+    for n in (stats.BOOTSTRAP_MIN_SEEDS - 1, stats.BOOTSTRAP_MIN_SEEDS):
+        a, b = rng.normal(0.9, 0.01, n), rng.normal(0.9, 0.01, n)
+        r = stats.paired(a, b)
+        if n < stats.BOOTSTRAP_MIN_SEEDS:
+            assert r["ci_method"] == "Student t"
+            assert (r["ci_low"], r["ci_high"]) == pytest.approx(_t_interval_by_hand(a - b), rel=1e-12)
+        else:
+            boot = sps.bootstrap((a - b,), np.mean, n_resamples=stats.BOOTSTRAP_RESAMPLES, method="BCa",
+                                 rng=np.random.default_rng(stats.BOOTSTRAP_SEED)).confidence_interval
+            assert r["ci_method"] == "bootstrap BCa"
+            assert (r["ci_low"], r["ci_high"]) == pytest.approx((boot.low, boot.high), abs=1e-12)
+    # the module's reason: for normal data the bootstrap interval is z sqrt((n-1)/n) / t_{n-1} of the t
+    # interval's width; from BOOTSTRAP_MIN_SEEDS seeds that is over 0.9, with 8 seeds under 0.8
+    def ratio(n):
+        return sps.norm.ppf(0.975) * math.sqrt((n - 1) / n) / sps.t.ppf(0.975, n - 1)
+
+    assert ratio(stats.BOOTSTRAP_MIN_SEEDS) > 0.9 and ratio(8) < 0.8 and ratio(2) == pytest.approx(0.109, abs=1e-3)
+
+
+def test_one_seed_gives_no_interval_and_no_nan_in_the_text():
+    cfg = dataclasses.replace(CFG, seeds=(0,))
+    runs = [r for r in _study(["jax"]) if r["seed"] == 0]
+    res = R.analyse(cfg, runs)
+    row = res["paired"][0]
+    assert math.isnan(row["ci_low"]) and row["ci_method"] == "one seed gives no interval"
+    text = R.markdown({**res, "config": cfg.to_dict(), "runs": [], "timing": {}, "wall_s": 0, "environment": {}},
+                      sections=("conclusions", "summary", "paired"))
+    assert "nan" not in text.lower()
+    assert "No CI: one seed gives no interval (1 comparison)" in text
+    assert "| none | one seed gives no interval |" in text
+    assert "With 1 seed the Wilcoxon signed-rank test cannot give a p below 1 " in text  # 2 / 2^1
+
+
+def test_the_smallest_sign_test_p_is_two_over_two_to_the_n():
+    # two-sided sign test (and Wilcoxon): the most extreme of the 2^n equally likely sign patterns are all + and
+    # all -, so the smallest p is 2 / 2^n; 6 is the first n with 2 / 2^n < 0.05
+    needed = next(n for n in itertools.count(1) if 2 / 2 ** n < 0.05)
+    assert needed == stats.seeds_needed(0.05)
+    for n in range(1, 9):
+        assert sps.binomtest(n, n, 0.5).pvalue == pytest.approx(2 / 2 ** n, rel=1e-12)
+        assert stats.wilcoxon_min_p(n) == pytest.approx(2 / 2 ** n, rel=1e-12)
+
+
+def test_a_ci_that_excludes_zero_without_a_significant_verdict_is_said_so():
+    # eight seeds: the t-test says p < 0.05 (its interval excludes 0), the Wilcoxon does not
+    d = np.array([3, 2, 4, 1, 3, 2, 5, -3]) / 300
+    assert sps.ttest_1samp(d, 0).pvalue < 0.05 < sps.wilcoxon(d).pvalue
+    r = stats.paired(0.9 + d, np.full(8, 0.9))
+    kind = stats.classify(r)
+    assert kind == "inconclusive" and stats.ci_excludes_zero(r) and stats.ci_disagrees(r, kind)
+    assert "the CI excludes 0, but it covers this comparison alone" in stats.verdict(r, "a", "b", "accuracy")
+    cfg = dataclasses.replace(CFG, seeds=tuple(range(8)))
+    runs = [_run("jax", arm, s, acc=0.9 + (d[s] if arm == "gelu_none" else 0.0), loss=0.3) for arm in CFG.arms
+            for s in range(8)]
+    acc_line = next(c for c in R.analyse(cfg, runs)["conclusions"] if c.startswith("test accuracy"))
+    assert "The 95 % CIs (Student t: fewer than 20 seeds)" in acc_line
+    assert "1 of these CIs excludes 0 where the verdict is not a significant difference" in acc_line
+
+
+def test_merge_columns_hold_what_they_are_named():
+    from gelulab.experiments.merge.kinds import KINDS
+
+    res = R.analyse(CFG, _study(["jax"]))
+    rows = {(r["arm"], r["measure"]): r["value"] for r in KINDS["moons"].rows(res)}
+    relu = [r for r in _study(["jax"]) if r["arm"] == "relu"]
+    accs = [r["metrics"]["test_acc"] for r in relu]
+    losses = [r["metrics"]["test_loss"] for r in relu]
+    assert rows[("relu", "test acc % (mean)")] == pytest.approx(100 * np.mean(accs), rel=1e-12)
+    assert rows[("relu", "test loss (geometric mean)")] == pytest.approx(math.prod(losses) ** (1 / 3), rel=1e-12)
+    gelu = [r["metrics"]["test_acc"] for r in _study(["jax"]) if r["arm"] == "gelu_none"]
+    assert rows[("gelu_none", "test acc − ReLU, pp (mean paired difference)")] == pytest.approx(
+        100 * np.mean(np.subtract(gelu, accs)), rel=1e-9)

@@ -8,10 +8,11 @@ values shown per run. The place to add a command's results to `gelulab merge`.
   parity  parity.json (experiments/parity/command.py): per backend x impl x activation x dtype x mode x order,
           the largest ULP error over the input regions and the regions beyond tolerance
   bench   bench.json (benchmarks/activations.py): per cell, the median seconds per call and elements/s
-  moons   results.json with config and runs (experiments/moons/study.py): per backend x regime x arm, test
-          accuracy and loss; per GELU form, the paired difference to ReLU and its verdict
+  moons   results.json with config and runs (experiments/moons/study.py): per backend x regime x arm, the mean
+          test accuracy in % and the geometric mean test loss (as report.md shows them); per GELU form, the mean
+          paired difference to ReLU (accuracy in percentage points) and its verdict
   grid    grid.json (experiments/moons/grid_study.py): per cell x backend x regime x GELU form x metric, the
-          paired difference to ReLU and its verdict
+          mean paired difference to ReLU (accuracy in percentage points) and its verdict
   swap    swap.json (experiments/swap/command.py): per backend x activation x stage, the embedding cosines
 """
 from __future__ import annotations
@@ -97,16 +98,30 @@ def _moons_settings(d: dict) -> dict:
     return dict(d.get("config", {}))
 
 
+def _scaled(v, scale):
+    v = _num(v)
+    return None if v is None else scale * v
+
+
+_MOONS_PAIRED = {"test_acc": ("test acc − ReLU, pp (mean paired difference)", 100.0),
+                 "test_loss": ("test loss − ReLU (mean paired difference)", 1.0)}
+
+
 def _moons_rows(d: dict) -> list:
+    """The moons report's own measures, under names that say what they hold: the mean test accuracy in per
+    cent, the geometric mean test loss (as in report.md's summary table), and per GELU form the mean paired
+    difference to ReLU (accuracy in percentage points) with its verdict."""
     rows = []
     for s in d.get("summary", []):
-        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test acc %",
-                     "value": _num(s["test_acc"]["mean"]), "verdict": ""})
-        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test loss",
-                     "value": _num(s["test_loss"]["mean"]), "verdict": ""})
+        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test acc % (mean)",
+                     "value": _scaled(s["test_acc"].get("mean"), 100.0), "verdict": ""})
+        rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"],
+                     "measure": "test loss (geometric mean)", "value": _num(s["test_loss"].get("geo_mean")),
+                     "verdict": ""})
     for p in d.get("paired", []):
+        label, scale = _MOONS_PAIRED.get(p["metric"], (f"{p['metric']} − ReLU (mean paired difference)", 1.0))
         rows.append({"backend": p["backend"], "regime": p["regime"], "arm": p["arm"],
-                     "measure": f"{p['metric']} − relu", "value": _num(p["mean_diff"]), "verdict": p.get("kind", "")})
+                     "measure": label, "value": _scaled(p["mean_diff"], scale), "verdict": p.get("kind", "")})
     return rows
 
 
@@ -118,10 +133,18 @@ def _grid_settings(d: dict) -> dict:
     return {"axes": spec.get("axes"), "base": spec.get("base"), "heatmap": spec.get("heatmap")}
 
 
+_GRID_METRICS = {"test_acc": ("test acc, pp", 100.0), "test_loss": ("test loss", 1.0)}
+
+
 def _grid_rows(d: dict) -> list:
-    return [{"cell": c["cell"], "backend": c["backend"], "regime": c["regime"], "arm": c["arm"],
-             "metric": c["metric"], "mean_diff": _num(c["mean_diff"]), "kind": c.get("kind", "")}
-            for c in d.get("analysis", {}).get("comparisons", [])]
+    """Per comparison of the grid report: the mean paired difference GELU form − ReLU, test accuracy in
+    percentage points (as in the grid report), test loss as is, and the verdict."""
+    rows = []
+    for c in d.get("analysis", {}).get("comparisons", []):
+        label, scale = _GRID_METRICS.get(c["metric"], (c["metric"], 1.0))
+        rows.append({"cell": c["cell"], "backend": c["backend"], "regime": c["regime"], "arm": c["arm"],
+                     "metric": label, "mean_diff": _scaled(c["mean_diff"], scale), "kind": c.get("kind", "")})
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------- swap
@@ -150,9 +173,10 @@ KINDS = {k.name: k for k in (
          "median seconds per call (lower is faster); the ratio to the first run beside it"),
     Kind("moons", "results.json", lambda d: "config" in d and "runs" in d, _moons_settings, _moons_rows,
          ("backend", "regime", "arm", "measure"), (("value", "value", _f(4)), ("verdict", "verdict", str)),
-         "mean test accuracy and loss per arm; the paired difference of each GELU form to ReLU and its verdict"),
+         "mean test accuracy (%) and geometric mean test loss per arm; the mean paired difference of each GELU "
+         "form to ReLU (accuracy in pp) and its verdict"),
     Kind("grid", "grid.json", lambda d: "spec" in d and "analysis" in d, _grid_settings, _grid_rows,
-         ("cell", "backend", "regime", "arm", "metric"), (("mean_diff", "GELU − ReLU", _f(3)),
+         ("cell", "backend", "regime", "arm", "metric"), (("mean_diff", "GELU − ReLU (mean paired difference)", _f(3)),
                                                           ("kind", "verdict", str)),
          "per cell, the paired difference GELU form − ReLU and its verdict (BH-adjusted within each run)"),
     Kind("swap", "swap.json", lambda d: "rows" in d and "model" in d, _swap_settings, _swap_rows,

@@ -4,8 +4,9 @@ analyse_grid(spec, cells, runs, backends) -> {comparisons, heatmaps, main_effect
 agreement, conclusions}
 
 comparisons   per cell x backend x regime x GELU form, for test accuracy and test loss: the paired difference
-              GELU form - ReLU over the cell's seeds (core.stats.paired: mean, 95 % CI, Wilcoxon, paired
-              t-test, seeds won). Multiple comparisons: the Wilcoxon and the t-test p-values are
+              GELU form - ReLU over the cell's seeds (core.stats.paired: mean, 95 % CI — Student t below
+              core.stats.BOOTSTRAP_MIN_SEEDS seeds, BCa bootstrap from there —, Wilcoxon, paired t-test, seeds
+              won). Multiple comparisons: the Wilcoxon and the t-test p-values are
               Benjamini-Hochberg adjusted (core.stats.adjust_bh, scipy.stats.false_discovery_control) over all
               cells of the grid, every backend and regime included: one family per GELU form and metric, the
               comparisons one heatmap figure shows; a difference is significant when both adjusted p-values are
@@ -72,9 +73,15 @@ def _add_bh(rows, alpha=stats.ALPHA) -> None:
         row["kind"] = stats.classify(row, alpha, P_KEYS)
 
 
-def _paired(vals_a: dict, vals_b: dict, higher: bool) -> dict:
+def _bounds(metric: str):
+    """The range of a mean difference of `metric`: an accuracy difference lies in [-1, 1]."""
+    return (-1.0, 1.0) if metric == "test_acc" else None
+
+
+def _paired(vals_a: dict, vals_b: dict, higher: bool, metric: str) -> dict:
     seeds = sorted(set(vals_a) & set(vals_b))
-    return stats.paired([vals_a[s] for s in seeds], [vals_b[s] for s in seeds], higher_is_better=higher)
+    return stats.paired([vals_a[s] for s in seeds], [vals_b[s] for s in seeds], higher_is_better=higher,
+                        bounds=_bounds(metric))
 
 
 def _aggregate(values, units, arm, metric, higher) -> dict:
@@ -86,7 +93,7 @@ def _aggregate(values, units, arm, metric, higher) -> dict:
         return {}
     a = [float(np.mean([d[s] for d in per_a])) for s in seeds]
     b = [float(np.mean([d[s] for d in per_b])) for s in seeds]
-    return stats.paired(a, b, higher_is_better=higher)
+    return stats.paired(a, b, higher_is_better=higher, bounds=_bounds(metric))
 
 
 def comparison_rows(cells, values, backends, regimes, arms) -> list[dict]:
@@ -102,7 +109,7 @@ def comparison_rows(cells, values, backends, regimes, arms) -> list[dict]:
                 if not a or not base:
                     continue
                 family.append({"cell": cell.id, "coords": cell.coords, "backend": b, "regime": regime, "arm": arm,
-                               "metric": metric, **_paired(a, base, higher)})
+                               "metric": metric, **_paired(a, base, higher, metric)})
         _add_bh(family)
         rows += family
     return rows
@@ -270,9 +277,42 @@ def where_text(rows, spec) -> str:
     return "; ".join(parts)
 
 
+def _power_text(rows) -> str:
+    """Why comparisons of kind "underpowered" cannot be significant, in words, with the seed counts they have."""
+    ns = sorted({r["n_nonzero"] for r in rows})
+    n = ns[0] if len(ns) == 1 else None
+    seeds = (f"{n} seed" + ("" if n == 1 else "s")) if n is not None else f"{ns[0]}–{ns[-1]} seeds"
+    ps = sorted({r["w_p_min"] for r in rows})
+    p_min = f"{ps[0]:.3g}" if len(ps) == 1 else f"{ps[0]:.3g} to {ps[-1]:.3g}"
+    return (f"{seeds} with a non-zero difference cannot show a difference at {100 * stats.ALPHA:g} %: a difference "
+            f"counts only when the Wilcoxon and the t-test agree, and the Wilcoxon signed-rank test's smallest "
+            f"two-sided p with {seeds} is {p_min} (2 / 2^n, every seed one way); at least "
+            f"{stats.seeds_needed(stats.ALPHA)} are needed")
+
+
+def _ci_range_text(rows, fmt_d) -> str:
+    """The reach of the rows' CIs with their method, or why there is none; and how many exclude 0 unconfirmed."""
+    finite = [c for c in rows if np.isfinite(c["ci_low"]) and np.isfinite(c["ci_high"])]
+    if not finite:
+        return "comparisons have no CI (" + "; ".join(dict.fromkeys(c["ci_method"] for c in rows)) + ")"
+    methods = ", ".join(dict.fromkeys(c["ci_method"] for c in finite))
+    text = (f"95 % CIs ({methods}) lie within [{fmt_d(min(c['ci_low'] for c in finite))}, "
+            f"{fmt_d(max(c['ci_high'] for c in finite))}]")
+    excl = [c for c in rows if stats.ci_disagrees(c, c["kind"])]
+    if len(finite) < len(rows):
+        text += f"; {len(rows) - len(finite)} without a CI (" + "; ".join(
+            dict.fromkeys(c["ci_method"] for c in rows if c not in finite)) + ")"
+    if excl:
+        text += (f"; {len(excl)} of these CIs exclude 0 without a significant verdict: each covers its own "
+                 "comparison, unadjusted, while the verdict needs both BH-adjusted tests")
+    return text
+
+
 def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[str]:
     """Sentences the numbers support, per GELU form (exact first) and metric: how many cells show a significant
-    difference each way, where they are, the range of the CIs elsewhere, and whether the backends agree."""
+    difference each way, where they are, the range of the CIs elsewhere (with their method; CIs that exclude 0
+    without a significant verdict are counted), whether the seed count could reach significance at all (said in
+    words where it cannot), and whether the backends agree."""
     n_cells = len({c["cell"] for c in comparisons})
     out = []
     for arm in arms:
@@ -286,15 +326,20 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
             helps = [s for s in sig if s["gelu_better"]]
             hurts = [s for s in sig if not s["gelu_better"]]
             quiet = [c for c in fam if c["kind"] not in ("higher", "lower")]
-            lo = min((c["ci_low"] for c in quiet if np.isfinite(c["ci_low"])), default=math.nan)
-            hi = max((c["ci_high"] for c in quiet if np.isfinite(c["ci_high"])), default=math.nan)
+            weak = [c for c in quiet if c["kind"] == "underpowered"]
             head = (f"{_label(arm)} − ReLU, {name} ({n_cells} cells × {len(backends)} backend(s), "
                     f"{fam[0]['n']} paired seeds each; Wilcoxon and t-test, BH-adjusted over all {total} "
                     f"{name} comparisons, alpha = {stats.ALPHA}): ")
+            if not sig and len(weak) == total:
+                out.append(head + f"no verdict is possible: {_power_text(weak)}; the "
+                           f"{_ci_range_text(quiet, fmt_d)} (how large a difference these seeds leave open).")
+                continue
             if not sig:
-                head += (f"no significant difference in any cell; the 95 % CIs of the mean differences lie within "
-                         f"[{fmt_d(lo)}, {fmt_d(hi)}].")
-                out.append(head)
+                text = f"no significant difference in any cell; the {_ci_range_text(quiet, fmt_d)}"
+                if weak:
+                    text += (f"; {len(weak)} of the {total} comparisons cannot be significant: "
+                             f"{_power_text(weak)}")
+                out.append(head + text + ".")
                 continue
             bits = []
             if helps:
@@ -307,7 +352,13 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
                             f" to {fmt_d(max(s['mean_diff'] for s in hurts))}")
             n_quiet = n_cells - len({s["cell"] for s in sig})
             bits.append(f"no significant difference in the other {n_quiet} cell(s)"
-                        + (f" (95 % CIs within [{fmt_d(lo)}, {fmt_d(hi)}])" if np.isfinite(lo) else ""))
+                        + (f" ({_ci_range_text(quiet, fmt_d)})" if quiet else ""))
+            if weak:
+                bits.append(f"{len(weak)} of the {total} comparisons cannot be significant: {_power_text(weak)}")
+            held = [c for c in fam if c["kind"] in ("higher", "lower") and stats.ci_disagrees(c, c["kind"])]
+            if held:
+                bits.append(f"{len(held)} significant comparison(s) have a 95 % CI that holds 0 (the bootstrap and "
+                            "the tests disagree there)")
             out.append(head + "; ".join(bits) + ".")
     if len(backends) > 1 and agree["groups"]:
         if agree["verdicts_differ"]:
@@ -320,6 +371,7 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
     out.append("A significant cell is a difference on this grid, these seeds and this budget (epochs, learning "
                "rate), not a general ranking of the activations; a cell without one shows only that the seeds "
                "rule out differences larger than its CI.")
+    out.append(stats.ci_rule() + ".")
     return out
 
 
@@ -359,8 +411,11 @@ def _where(coords, varied) -> str:
     return ", ".join(f"{AXIS_LABELS[a]} {_value(a, coords[a])}" for a in varied) or "the one cell"
 
 
-def _significant_md(rows, varied) -> str:
+def _significant_md(rows, varied, comparisons=()) -> str:
     if not rows:
+        weak = [c for c in comparisons if c["kind"] == "underpowered"]
+        if comparisons and len(weak) == len(comparisons):
+            return f"No cell can show a significant difference: {_power_text(weak)}.\n"
         return "No cell shows a significant difference (both BH-adjusted p-values < 0.05) in either metric.\n"
     head = ["cell", "GELU form − ReLU", "metric", "mean diff", "95 % CI", "Wilcoxon p (BH)", "t-test p (BH)",
             "won / tied / lost", "GELU", "backends"]
@@ -452,7 +507,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "conclusions": ("Where GELU helps, hurts or does not matter on this grid",
                         lambda: "\n".join(f"- {c}" for c in an["conclusions"]) + "\n"),
         "significant": ("Cells with a significant difference (BH-adjusted over all cells and backends)",
-                        lambda: _significant_md(an["significant"], spec_varied)),
+                        lambda: _significant_md(an["significant"], spec_varied, an["comparisons"])),
         "heatmaps": ("Heatmaps of the paired difference", lambda: _heatmaps_md(results)),
         "main_effects": (f"Each axis on average over the rest of the grid: {_label(first) if first else ''} − ReLU",
                          lambda: ("Seed by seed, the metric is averaged over every cell and backend at that value, "

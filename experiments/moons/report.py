@@ -6,9 +6,10 @@ analyse(cfg, runs) -> {summary, paired, agreement, defaults, divergence, pooled,
               train / validation loss, seeds won (the arm's test accuracy strictly above every other's), runs
               that diverged
   paired      per backend x regime x GELU form: the paired difference GELU form - ReLU of test accuracy and of
-              test loss (core.stats.paired: bootstrap BCa CI, Cohen's d_z, Hodges-Lehmann estimate, Wilcoxon
-              with the smallest p the seeds allow, t-test, seeds won), both p-values adjusted
-              (Benjamini-Hochberg) within each metric's family, and the verdict in words
+              test loss (core.stats.paired: a CI whose method holds at the seed count — Student t below
+              core.stats.BOOTSTRAP_MIN_SEEDS seeds, BCa bootstrap from there, none from one seed —, Cohen's d_z,
+              Hodges-Lehmann estimate, Wilcoxon with the smallest p the seeds allow, t-test, seeds won), both
+              p-values adjusted (Benjamini-Hochberg) within each metric's family, and the verdict in words
   agreement   matched regime, per dtype x arm: how far the backends' training-loss trajectories and final
               losses are apart (max over backend pairs and seeds); in float64 it must be <= AGREEMENT_TOL
   pooled      matched regime, study dtype: the groups of backends whose runs are identical (equal test accuracy
@@ -17,7 +18,7 @@ analyse(cfg, runs) -> {summary, paired, agreement, defaults, divergence, pooled,
   divergence  every run that diverged or did not learn: a non-finite loss, a final training loss >= ln 2 (the
               loss of always predicting 1/2), or a test accuracy not above chance (one-sided binomial test)
   defaults    when both regimes ran: per backend x arm, native - matched test accuracy (paired by seed)
-markdown(results) renders them.
+markdown(results) renders them; divergence_warning(diverged) is the warning in one plain line, for the terminal.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ import numpy as np
 
 from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
-from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.config import split_sizes
+from gelulab.experiments.moons.datasets import DATASETS
 
 AGREEMENT_TOL = 1e-6  # float64 matched training losses of the backends agree within this
 ACCURACY_BAR = 0.94  # every backend's mean test accuracy with ReLU and exact GELU (noise 0.2)
@@ -192,7 +193,8 @@ def paired_rows(cfg, runs, alpha: float = stats.ALPHA) -> list[dict]:
                     seeds = sorted(set(base) & set(other))
                     if not seeds:
                         continue
-                    res = stats.paired([other[s] for s in seeds], [base[s] for s in seeds], higher_is_better=higher)
+                    res = stats.paired([other[s] for s in seeds], [base[s] for s in seeds], higher_is_better=higher,
+                                       bounds=(-1.0, 1.0) if metric == "test_acc" else None)
                     family.append({"backend": b, "regime": regime, "arm": arm, "metric": metric, **res})
         for key in ("w_p", "t_p"):
             for row, p in zip(family, stats.adjust_bh([r[key] for r in family])):
@@ -254,7 +256,7 @@ def defaults_rows(cfg, runs) -> list[dict]:
             mat = _by_seed(_select(study, backend=b, regime="matched", arm=arm), "test_acc")
             seeds = sorted(set(nat) & set(mat))
             if seeds:
-                res = stats.paired([nat[s] for s in seeds], [mat[s] for s in seeds])
+                res = stats.paired([nat[s] for s in seeds], [mat[s] for s in seeds], bounds=(-1.0, 1.0))
                 rows.append({"backend": b, "arm": arm, **res,
                              "verdict": stats.verdict(res, "native", "matched", "test accuracy")})
     return rows
@@ -265,25 +267,75 @@ _KINDS = {"higher": "significantly higher", "lower": "significantly lower", "non
           "untestable": "too few seeds to test", "underpowered": "cannot be significant with these seeds"}
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
+def divergence_warning(diverged) -> str | None:
+    """The divergence warning in one plain line (no Markdown): how many runs diverged or did not learn and
+    where (at most six backend/regime/dtype/arm groups named), or None when none did."""
+    if not diverged:
+        return None
+    per = {}
+    for d in diverged:
+        per.setdefault((d["backend"], d["regime"], d["dtype"], d["arm"]), []).append(d)
+    parts = "; ".join(f"{b}/{regime}/{dtype}/{_label(arm)} {len(ds)} runs "
+                      f"({', '.join(sorted({x for d in ds for x in d['kinds']}))})"
+                      for (b, regime, dtype, arm), ds in list(per.items())[:6])
+    return (f"WARNING: {len(diverged)} runs diverged or did not learn — {parts}{'; ...' if len(per) > 6 else ''}. "
+            "Their statistics use only finite values; lower --lr or check the setup.")
+
+
+def _ci_sentence(fam, f, n_seeds: int) -> str:
+    """How far the CIs of a family of paired rows reach, with their method; the rows without one and why; and
+    the CIs that point another way than their verdict."""
+    finite = [r for r in fam if np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"])]
+    missing = {}
+    for r in fam:
+        if r not in finite:
+            missing[r["ci_method"]] = missing.get(r["ci_method"], 0) + 1
+    why = "; ".join(f"{k} ({c} comparison{'' if c == 1 else 's'})" for k, c in missing.items())
+    if not finite:
+        return f"No CI: {why}."
+    methods = ", ".join(dict.fromkeys(r["ci_method"] for r in finite))
+    rule = (f"fewer than {stats.BOOTSTRAP_MIN_SEEDS} seeds" if n_seeds < stats.BOOTSTRAP_MIN_SEEDS
+            else f"{stats.BOOTSTRAP_MIN_SEEDS} seeds or more")
+    lo, hi = min(r["ci_low"] for r in finite), max(r["ci_high"] for r in finite)
+    text = f"The 95 % CIs ({methods}: {rule}) lie within [{f(lo)}, {f(hi)}]"
+    if missing:
+        text += f"; no CI where {why}"
+    odd = [r for r in fam if stats.ci_disagrees(r, r["kind"])]
+    excl = [r for r in odd if r["kind"] not in ("higher", "lower")]
+    held = [r for r in odd if r["kind"] in ("higher", "lower")]
+    if excl:
+        text += (f". {len(excl)} of these CIs exclude{'s' if len(excl) == 1 else ''} 0 where the verdict is not a "
+                 f"significant difference: a CI covers its own comparison at 95 % and is not adjusted for the "
+                 f"{len(fam)} comparison(s), while the verdict needs both the Wilcoxon and the t-test p below "
+                 f"{stats.ALPHA} after Benjamini–Hochberg adjustment"
+                 + (f", and the Wilcoxon test cannot get there with {_seeds(n_seeds)}"
+                    if any(r["kind"] == "underpowered" for r in excl) else "") + "; read them as unconfirmed")
+    if held:
+        text += (f". {len(held)} CI(s) hold 0 although both adjusted tests are significant (the bootstrap and the "
+                 "tests disagree there)")
+    return text + "."
+
+
 def conclusions(cfg, summary, paired, agreement, diverged=(), pooled=()) -> list[str]:
     """Sentences the numbers support: a warning first when runs diverged, the power limit of the seed count,
-    the pooled backends, per metric how the GELU-vs-ReLU comparisons came out, and whether the float64 matched
-    backends agree."""
+    the pooled backends, per metric how the GELU-vs-ReLU comparisons came out (the CIs with their method, and
+    where a CI and its verdict point different ways), and whether the float64 matched backends agree. No nan:
+    a missing interval is said in words."""
     out = []
-    if diverged:
-        per = {}
-        for d in diverged:
-            per.setdefault((d["backend"], d["regime"], d["dtype"], d["arm"]), []).append(d)
-        parts = "; ".join(f"{b}/{regime}/{dtype}/{_label(arm)} {len(ds)} runs ({', '.join(sorted({x for d in ds for x in d['kinds']}))})"
-                          for (b, regime, dtype, arm), ds in list(per.items())[:6])
-        out.append(f"**WARNING: {len(diverged)} runs diverged or did not learn** — {parts}"
-                   f"{'; ...' if len(per) > 6 else ''}. Their statistics below use only finite values; "
-                   "lower --lr or check the setup.")
+    warning = divergence_warning(diverged)
+    if warning:
+        head, _, rest = warning.partition(" — ")
+        out.append(f"**{head}** — {rest}")
+    n = len(cfg.seeds)
     limited = [r for r in paired if r["kind"] == "underpowered"]
     if limited:
-        n = len(cfg.seeds)
-        out.append(f"With {n} seeds the Wilcoxon signed-rank test cannot give a p below {stats.wilcoxon_min_p(n):.4g} "
-                   "(scipy.stats.wilcoxon, exact; higher still where seeds tie, as tied seeds are dropped), so "
+        out.append(f"With {_seeds(n)} the Wilcoxon signed-rank test cannot give a p below "
+                   f"{stats.wilcoxon_min_p(n):.4g} (2 / 2^{n}: every seed one way; scipy.stats.wilcoxon, exact; "
+                   "higher still where seeds tie, as tied seeds are dropped), so "
                    f"{len(limited)} of {len(paired)} comparisons cannot be significant at alpha = {stats.ALPHA} "
                    f"whatever the data; at least {stats.seeds_needed(stats.ALPHA)} seeds with non-zero differences "
                    "are needed. Their intervals and effect sizes still say how large a difference the data allow.")
@@ -301,14 +353,11 @@ def conclusions(cfg, summary, paired, agreement, diverged=(), pooled=()) -> list
         if not fam:
             continue
         counts = {k: sum(r["kind"] == k for r in fam) for k in _KINDS}
-        parts = ", ".join(f"{n} {_KINDS[k]}" for k, n in counts.items() if n)
-        lo = min((r["ci_low"] for r in fam if np.isfinite(r["ci_low"])), default=math.nan)
-        hi = max((r["ci_high"] for r in fam if np.isfinite(r["ci_high"])), default=math.nan)
+        parts = ", ".join(f"{c} {_KINDS[k]}" for k, c in counts.items() if c)
         diffs = [r["mean_diff"] for r in fam]
         out.append(f"{name}, activation − ReLU over {len(fam)} paired comparisons (backend × regime × form, "
-                   f"{len(cfg.seeds)} seeds, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
-                   f"Mean differences {f(min(diffs))} to {f(max(diffs))}; every 95 % CI (bootstrap BCa) lies "
-                   f"within [{f(lo)}, {f(hi)}].")
+                   f"{_seeds(n)}, Wilcoxon and t-test p BH-adjusted, alpha = {stats.ALPHA}): {parts}. "
+                   f"Mean differences {f(min(diffs))} to {f(max(diffs))}. {_ci_sentence(fam, f, n)}")
         out += [f"{r['backend']}/{r['regime']}: {r['verdict']}." for r in fam if r["kind"] in ("higher", "lower")]
     bar = [r for r in summary if r["arm"] in HEADLINE and np.isfinite(r["test_acc"]["mean"])]
     if bar:
@@ -357,6 +406,13 @@ def _p(v) -> str:
     return "—" if v is None or not np.isfinite(v) else (f"{v:.3f}" if v >= 1e-3 else f"{v:.1e}")
 
 
+def _ci(f, r) -> str:
+    """"[lo, hi]" of a paired row in the format f, or "none" when it has no interval (its CI method says why)."""
+    if not (np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"])):
+        return "none"
+    return f"[{f(r['ci_low'])}, {f(r['ci_high'])}]"
+
+
 def _loss(v) -> str:
     return "—" if v is None or not np.isfinite(v) else f"{v:.4g}"
 
@@ -376,21 +432,22 @@ def _summary_md(rows) -> str:
 
 
 def _paired_md(rows) -> str:
-    head = ["backend", "regime", "activation − ReLU", "metric", "mean diff", "95 % CI (bootstrap)", "d_z",
+    head = ["backend", "regime", "activation − ReLU", "metric", "mean diff", "95 % CI", "CI method", "d_z",
             "Hodges–Lehmann", "Wilcoxon p (BH) [min possible]", "t-test p (BH)", "won / tied / lost", "verdict"]
     body = []
     for r in rows:
         acc = r["metric"] == "test_acc"
         f = _pp if acc else (lambda v: "—" if not np.isfinite(v) else f"{v:+.4f}")
         body.append([r["backend"], r["regime"], _label(r["arm"]), "test acc (pp)" if acc else "test loss",
-                     f(r["mean_diff"]), f"[{f(r['ci_low'])}, {f(r['ci_high'])}]",
+                     f(r["mean_diff"]), _ci(f, r), r["ci_method"],
                      "—" if not np.isfinite(r["d_z"]) else f"{r['d_z']:+.2f}", f(r["hodges_lehmann"]),
                      f"{_p(r['w_p'])} ({_p(r['w_p_bh'])}) [{_p(r['w_p_min'])}]", f"{_p(r['t_p'])} ({_p(r['t_p_bh'])})",
                      f"{r['wins']} / {r['ties']} / {r['losses']}", _KINDS[r["kind"]]])
     return markdown_table(head, body) + (
-        "\nCI: scipy.stats.bootstrap BCa interval of the mean paired difference (percentile where BCa is undefined); "
-        "d_z: mean / sd of the paired differences (Cohen's d for paired samples); Hodges–Lehmann: median of the "
-        "Walsh averages; [min possible]: the smallest two-sided Wilcoxon p these seeds can give.\n")
+        f"\n{stats.ci_rule()}; a verdict needs both BH-adjusted p below {stats.ALPHA}, so a CI that excludes 0 "
+        "beside “no significant difference” is unconfirmed. d_z: mean / sd of the paired differences (Cohen's d for "
+        "paired samples); Hodges–Lehmann: median of the Walsh averages; [min possible]: the smallest two-sided "
+        "Wilcoxon p these seeds can give.\n")
 
 
 def _divergence_md(rows) -> str:
@@ -410,8 +467,9 @@ def _agreement_md(rows) -> str:
 
 
 def _defaults_md(rows) -> str:
-    head = ["backend", "arm", "native − matched test acc (pp)", "95 % CI", "Wilcoxon p", "t-test p", "verdict"]
-    body = [[r["backend"], _label(r["arm"]), _pp(r["mean_diff"]), f"[{_pp(r['ci_low'])}, {_pp(r['ci_high'])}]",
+    head = ["backend", "arm", "native − matched test acc (pp)", "95 % CI", "CI method", "Wilcoxon p", "t-test p",
+            "verdict"]
+    body = [[r["backend"], _label(r["arm"]), _pp(r["mean_diff"]), _ci(_pp, r), r["ci_method"],
              _p(r["w_p"]), _p(r["t_p"]), _KINDS[stats.classify(r)]] for r in rows]
     return markdown_table(head, body)
 
