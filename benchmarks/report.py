@@ -172,15 +172,16 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_table(cmp: dict) -> str:
-    """Markdown for `analysis.compare`: one row per matched cell with A and B medians (µs) and B ÷ A, then the
-    counts and the geometric mean of B ÷ A (scipy.stats.gmean)."""
+def compare_table(cmp: dict, notes=()) -> str:
+    """Markdown for `analysis.compare`: the notes first (e.g. that an input is a partial result), each as a
+    bold line, then one row per matched cell with A and B medians (µs) and B ÷ A, then the counts and the
+    geometric mean of B ÷ A (scipy.stats.gmean)."""
     rows = [[m["backend"], m["device"], m["mode"], m["activation"], m["impl"], m["direction"], m["dtype"],
              f"{m['size']:.0e}", m["a_s"] * 1e6, m["b_s"] * 1e6, m["ratio"]] for m in cmp["matched"]]
-    out = markdown_table(["backend", "device", "mode", "activation", "impl", "direction", "dtype", "size",
+    out = "".join(f"**{n}**\n\n" for n in notes)
+    out += markdown_table(["backend", "device", "mode", "activation", "impl", "direction", "dtype", "size",
                           "A µs", "B µs", "B ÷ A"], rows)
     out += f"\n{len(rows)} cells in both runs; {len(cmp['only_a'])} only in A, {len(cmp['only_b'])} only in B."
     if rows:
         out += f" Geometric mean of B ÷ A: {fmt(float(gmean([m['ratio'] for m in cmp['matched']])))}."
     return out + "\n"
-    return out

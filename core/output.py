@@ -5,6 +5,7 @@ line saying what was kept.
 check_writable(path)      create-and-write test of a results folder before any work (OutputUnwritable, a
                           ValueError, naming the path and the reason: a path under a file, a read-only folder)
 atomic_write_bytes        temp file in the same folder, then os.replace: a crash leaves the old file or none
+                          (one run at a time per folder: core.lock.hold, taken right after check_writable)
 set_aside(path, why)      rename a file that cannot be used to `<name>.<why>-<n>`, never deleting it
 Interrupted               raised by a command stopped by Ctrl-C (SIGINT) or SIGTERM: its message says what was
                           kept and how to resume; the command line prints it as one line (exit 130 / 143)
@@ -120,12 +121,14 @@ def set_aside(path: str | os.PathLike, why: str) -> Path:
 
 # Lines dropped by quiet_frameworks: absl/TensorFlow C++ INFO and WARNING lines (`I0000 00:00:17...  123
 # port.cc:153] oneDNN custom operations are on...`), absl's pre-initialisation notice, the `E0000 ... failed call
-# to cuInit` of a CUDA probe on a machine without a GPU driver, and jax's notice that it runs on the CPU.
+# to cuInit` of a CUDA probe on a machine without a GPU driver, jax's notice that it runs on the CPU, and Ray's
+# notices of a worker lost and its task retried (a task lost beyond its retries is one line of the command's).
 NOISE_PATTERN = (
     r"^(?:WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] "
     r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] failed call to cuInit"
-    r"|An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed)"
+    r"|An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed"
+    r"|(?:\x1b\[\d+m)?\(raylet\)(?:\x1b\[0m)? (?:A worker died or was killed while executing a task|Task \S+ failed\. There are \d+ retries remaining))"
 )
 
 # The filter runs in its own small process (so a crash of the command still reaches the terminal through it):

@@ -6,6 +6,7 @@ effect and the CPU, so that its numbers can be reproduced.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -102,9 +103,44 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def write_json(path: str | os.PathLike, data) -> Path:
-    """Atomically write `data` as indented JSON (non-finite floats as strings, numpy scalars as numbers)."""
-    return atomic_write_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
+CHECKSUM_FIELD = "sha256"
+
+
+def record_digest(data: dict) -> str:
+    """sha256 (hex) of a JSON record without its CHECKSUM_FIELD: over its canonical form (core.report._clean, keys
+    sorted, no whitespace, UTF-8), so re-indenting a file keeps the digest and changing any value changes it."""
+    body = {k: v for k, v in _clean(data).items() if k != CHECKSUM_FIELD}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def json_text(data, checksum: bool = False) -> str:
+    """`data` as indented JSON text (non-finite floats as strings, numpy scalars as numbers). checksum=True (data
+    a dict): the record gets a last field "sha256", record_digest(data), which verify_checksum checks."""
+    data = _clean(data)
+    if checksum:
+        if not isinstance(data, dict):
+            raise TypeError(f"checksum: expected a dict record, got {type(data).__name__}")
+        data = {**{k: v for k, v in data.items() if k != CHECKSUM_FIELD}, CHECKSUM_FIELD: record_digest(data)}
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def verify_checksum(rec: dict) -> str | None:
+    """None when the record read from a file carries a CHECKSUM_FIELD equal to record_digest(rec); else the
+    problem in words: "has no checksum" or "its checksum does not match its contents (the file was edited or
+    damaged)"."""
+    stored = rec.get(CHECKSUM_FIELD)
+    if not isinstance(stored, str):
+        return "has no checksum"
+    if stored != record_digest(rec):
+        return "its checksum does not match its contents (the file was edited or damaged)"
+    return None
+
+
+def write_json(path: str | os.PathLike, data, checksum: bool = False) -> Path:
+    """Atomically write `data` as indented JSON (json_text: non-finite floats as strings, numpy scalars as
+    numbers; checksum=True adds the record's sha256, checked on reading with verify_checksum)."""
+    return atomic_write_text(path, json_text(data, checksum))
 
 
 def fmt(v, digits: int = 3) -> str:

@@ -16,8 +16,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +42,7 @@ COMMANDS = {  # the cheapest options of each command that still reach its output
     "swap": ["--backends", "numpy", "--activations", "relu"],
     "run": ["--seeds", "1", "--epochs", "1"],
     "verify": ["--stride", "1048577", "--backend", "numpy", "--activation", "relu", "--order", "0"],
+    "merge": ["missing-a", "missing-b"],  # --out is checked before the inputs are read
 }
 TRAINABLE = [b for b in SELECTED if b != "numpy"]
 
@@ -120,6 +123,92 @@ def test_read_only_out_is_refused_before_any_work(command, tmp_path):
     _one_line_error(p, command, f"cannot create {folder / 'new'}", reason)
     if again is not None:  # the folder itself exists but cannot be written
         _one_line_error(again, command, f"cannot write in {folder}", reason)
+
+
+GRID = "[base]\nseeds = 1\nn_samples = 200\n[axes]\ndepth = [1, 2]\nlr = [0.01, 0.001]\nepochs = [3]\n"
+
+
+@pytest.mark.parametrize("where", ["under a file", "read-only"])
+def test_grid_out_is_checked_before_the_first_cell_is_trained(where, tmp_path, monkeypatch, capsys):
+    from gelulab.experiments.moons import grid_study
+
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID)
+    monkeypatch.setattr(grid_study, "train_cell", lambda *a, **k: pytest.fail("a cell was trained"))
+    if not TRAINABLE:
+        pytest.skip("a grid needs a backend with autodiff")
+    argv = ["moons", "--grid", str(grid), "--backends", TRAINABLE[0], "--jobs", "1", "--no-progress", "--out"]
+    if where == "under a file":
+        blocker = tmp_path / "results.txt"
+        blocker.write_text("x")
+        assert cli.main([*argv, str(blocker / "out")]) == 2
+        expected = f"gelulab moons: error: --out {blocker / 'out'}: lies under {blocker}, which is a file, not a folder"
+    else:
+        with read_only_folder(tmp_path / "ro"):
+            assert cli.main([*argv, str(tmp_path / "ro")]) == 2
+        expected = f"gelulab moons: error: --out {tmp_path / 'ro'}: cannot write in {tmp_path / 'ro'} ("
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(expected), err
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(("gelulab-cell-", "pymp-")))
+
+
+@pytest.mark.slow
+def test_an_interrupted_grid_leaves_no_temporary_folder(tmp_path):
+    """Its workers are terminated mid-cell; nothing of theirs is left in TMPDIR."""
+    from conftest import gelulab_argv
+
+    env = _env_for("moons")
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID)
+    out = tmp_path / "out"
+    p = subprocess.Popen([*gelulab_argv("terminal"), "moons", "--grid", str(grid), "--jobs", "2", "--no-progress",
+                          "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for _ in range(6000):  # at most 10 min; until the first cell is stored, the second worker mid-cell
+            if p.poll() is not None or list(out.glob("cells/*/runs/**/seed0.json")):
+                break
+            time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-2000:]
+    time.sleep(1)  # the terminated workers are gone
+    assert _entries(tmp_path / "tmp") == []
+
+
+@pytest.mark.slow
+def test_a_killed_two_backend_study_leaves_no_temporary_folder(tmp_path):
+    """SIGKILL of `gelulab moons` with two backends in worker processes: its manager process dies with it and had
+    no socket folder (pymp-*) to leave."""
+    if len(TRAINABLE) < 2:
+        pytest.skip("needs two backends with autodiff")
+    env = {**ENV, "TMPDIR": str(tmp_path / "tmp"), "GELULAB_BACKEND": ",".join(TRAINABLE[:2])}
+    (tmp_path / "tmp").mkdir()
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "gelulab", "moons", "--seeds", "1", "--epochs", "200", "--samples",
+                          "200", "--compare-dtype", "none", "--jobs", "2", "--no-progress", "--out", str(out)],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(6000):  # until the workers train: the first run file is stored
+            if p.poll() is not None or list(out.glob("runs/**/seed0.json")):
+                break
+            time.sleep(0.1)
+        assert p.poll() is None, "the study ended before it could be killed"
+        p.kill()
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    time.sleep(2)  # its workers and manager die with it (SIGKILL from the kernel)
+    assert _entries(tmp_path / "tmp") == []
 
 
 def test_check_writable_leaves_nothing_behind(tmp_path):

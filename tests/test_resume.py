@@ -25,6 +25,7 @@ from conftest import SELECTED, gelulab_argv
 import gelulab
 from gelulab import cli
 from gelulab.backends import capabilities
+from gelulab.core import report
 from gelulab.core.activations import IMPLS
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
@@ -133,7 +134,7 @@ def test_damaged_run_files_are_set_aside_and_only_their_groups_retrained(trained
     rec = json.loads(stale.read_text())
     pkg = next(k for k in rec["key_versions"] if k not in ("gelulab", "numpy", "sklearn"))
     rec["key_versions"][pkg] = "0.0.1"
-    stale.write_text(json.dumps(rec))
+    stale.write_text(report.json_text(rec, checksum=True))  # as another version would have written it
 
     module = importlib.import_module(f"gelulab.backends.{backend}.moons")
     real, trained_groups = module.train, []
@@ -224,6 +225,7 @@ def test_parity_reuses_stored_groups_and_measures_stale_or_damaged_ones_again(tm
     with np.load(files[0]) as z:
         meta, bits = json.loads(str(z["meta"])), z["bits"]
     meta["key"]["versions"]["numpy"] = "0.0"
+    meta["sha256"] = pstore.digest(meta, bits)  # as another version would have written it
     buf = io.BytesIO()
     np.savez_compressed(buf, meta=np.array(json.dumps(meta)), bits=bits)
     files[0].write_bytes(buf.getvalue())
@@ -319,11 +321,12 @@ def test_bench_writes_cells_after_each_backend_and_on_ctrl_c(tmp_path, monkeypat
     argv = ["bench", "--quick", "--backend", "numpy", "--no-train-step", "--no-plots", "--copy-mib", "8"]
     assert cli.main([*argv, "--out", str(tmp_path / "b")]) == 130
     last = capsys.readouterr().err.splitlines()[-1]
-    result = json.loads((tmp_path / "b" / "bench.json").read_text())
+    result = json.loads((tmp_path / "b" / "bench.partial.json").read_text())
     assert result["partial"] and result["interrupted"] and len(result["cells"]) >= 1
+    assert not (tmp_path / "b" / "bench.json").exists()  # only a complete result is bench.json
     assert last == (f"gelulab bench: interrupted; the {len(result['cells'])} cells measured are in "
-                    f"{tmp_path / 'b' / 'bench.json'} (marked partial); bench does not resume: the same command "
-                    "measures every cell again, so that all cells of one result share the machine's state")
+                    f"{tmp_path / 'b' / 'bench.partial.json'} (marked partial); bench does not resume: the same "
+                    "command measures every cell again, so that all cells of one result share the machine's state")
 
     # a crash in a later backend keeps the cells of the backends before it (written after each backend)
     if "jax" not in SELECTED:
@@ -337,5 +340,43 @@ def test_bench_writes_cells_after_each_backend_and_on_ctrl_c(tmp_path, monkeypat
     monkeypatch.setattr(bench, "run_group", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         bench.run(cli.build_parser().parse_args([*argv[:3], "numpy,jax", *argv[4:], "--out", str(tmp_path / "c")]))
-    kept = json.loads((tmp_path / "c" / "bench.json").read_text())
+    kept = json.loads((tmp_path / "c" / "bench.partial.json").read_text())
     assert kept["partial"] and {c["backend"] for c in kept["cells"]} == {"numpy"} and kept["cells"]
+
+
+def test_an_interrupted_bench_rerun_keeps_the_last_complete_result_and_compare_says_partial(tmp_path, monkeypatch,
+                                                                                            capsys):
+    from gelulab.benchmarks import activations as bench
+
+    out = tmp_path / "b"
+    argv = ["bench", "--quick", "--backend", "numpy", "--activation", "relu,gelu_none", "--no-train-step",
+            "--no-plots", "--copy-mib", "8", "--out", str(out)]
+    assert cli.main(argv) == 0
+    complete = (out / "bench.json").read_bytes()
+    n_complete = len(json.loads(complete)["cells"])
+    real, calls = bench.run_group, []
+
+    def interrupted(backend, *a):
+        calls.append(backend.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(backend, *a)
+
+    monkeypatch.setattr(bench, "run_group", interrupted)
+    assert cli.main(argv) == 130
+    assert (out / "bench.json").read_bytes() == complete  # the last complete result, untouched
+    partial = json.loads((out / "bench.partial.json").read_text())
+    assert partial["partial"] and 1 <= len(partial["cells"]) < n_complete
+    capsys.readouterr()
+    assert cli.main(["bench", "compare", str(out / "bench.json"), str(out / "bench.partial.json")]) == 0
+    captured = capsys.readouterr()
+    note = (f"B ({out / 'bench.partial.json'}) is a partial result of an interrupted run: {len(partial['cells'])} "
+            "cells; the cells it lacks show as only in the other run")
+    assert captured.err.splitlines() == [f"gelulab bench compare: {note}"]
+    assert captured.out.startswith(f"**{note}**\n")
+    assert f"{len(partial['cells'])} cells in both runs; {n_complete - len(partial['cells'])} only in A" in captured.out
+    # a complete rerun replaces bench.json and removes the partial files
+    monkeypatch.setattr(bench, "run_group", real)
+    assert cli.main(argv) == 0
+    assert not (out / "bench.partial.json").exists() and not (out / "bench.partial.md").exists()
+    assert not json.loads((out / "bench.json").read_text())["partial"]

@@ -6,13 +6,15 @@ weights and order, shared by every arm and backend (paired comparisons); regimes
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
 
-Robustness: the results folder is checked before any training (core.output.check_writable); every finished
-(backend, regime, dtype, arm, seed) run is written atomically to
+Robustness: the results folder is checked before any training (core.output.check_writable) and held by one run
+at a time (core.lock.hold: a second run into it is refused at once, naming the first); every finished
+(backend, regime, dtype, arm, seed) run is written atomically, with the sha256 of its record, to
 `<out>/runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json`; a rerun with the same --out skips the groups whose
 runs are all on disk and retrains a group with any run missing from its start, so an interrupted study (Ctrl-C:
 one line says what was kept) resumes with the same numbers as an uninterrupted one (a group is the unit of work:
 its seeds finish together). A results folder holds runs of one configuration: runs made with other settings are
-refused before any training. A run file that cannot be used ({}, not JSON, missing fields) is set aside
+refused before any training. A run file that cannot be used ({}, not JSON, missing fields, a checksum
+missing or not matching its contents: edited by hand or damaged) is set aside
 (`seed<k>.json.damaged-<n>`, kept) and only its group retrained; runs made with other versions of gelulab, numpy,
 scikit-learn or the framework are set aside (`seed<k>.json.stale-<n>`) and retrained, never mixed in.
 
@@ -49,14 +51,23 @@ from gelulab.backends import (
 from gelulab.core import config as gconfig
 from gelulab.core.config import threads as env_threads
 from gelulab.core.interrupts import die_with_parent, dropped_interrupts_sent_again
+from gelulab.core.lock import hold
 from gelulab.core.output import Interrupted, check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
-from gelulab.core.report import atomic_write_text, environment, write_json
+from gelulab.core.report import (
+    CHECKSUM_FIELD,
+    atomic_write_text,
+    environment,
+    json_text,
+    verify_checksum,
+    write_json,
+)
 from gelulab.experiments.moons.config import (
     ARMS,
     REGIMES,
     TRAIN_DTYPES,
     MoonsConfig,
+    check_seed_count,
     decision_grid,
     evaluate,
     make_data,
@@ -64,7 +75,7 @@ from gelulab.experiments.moons.config import (
 )
 from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.experiments.moons.plots import write_plots
-from gelulab.experiments.moons.report import analyse, markdown
+from gelulab.experiments.moons.report import analyse, divergence_warning, markdown
 
 __all__ = ["MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
 
@@ -129,7 +140,8 @@ def _numbers(values, length=None):
 def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, str]:
     """Read one run file: (record, kind, problem). kind is "ok" (record usable: numbers as floats, nan/inf
     restored), "settings" (made with other settings; problem names the fields), "damaged" (not JSON, not a
-    record, a field missing or malformed, another run's record; problem says which) or "stale" (made with other
+    record, a field missing or malformed, another run's record, a checksum missing or not matching the record
+    (core.report.verify_checksum); problem says which) or "stale" (made with other
     versions; problem names them, record returned). ident: (backend, regime, dtype, arm, seed) of the path."""
     try:
         rec = json.loads(Path(path).read_text())
@@ -162,6 +174,9 @@ def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, st
         return None, "damaged", "timing missing"
     if not isinstance(rec["versions"], dict) or not isinstance(rec["recipe"], str):
         return None, "damaged", "versions or recipe malformed"
+    bad_sum = verify_checksum(rec)
+    if bad_sum is not None:
+        return None, "damaged", bad_sum
     rec = {**rec, "metrics": values, "curves": parsed}
     if "grid_logits" in rec:  # the decision-boundary plot's seed only
         grid = _numbers(rec["grid_logits"], cfg.grid_size ** 2)
@@ -237,9 +252,13 @@ def check_backends(backends) -> tuple[list[str], dict]:
 # ------------------------------------------------------------------------------------------------- training
 
 
-def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, report=None) -> dict:
+def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups: list, report=None,
+                 files: dict | None = None) -> dict:
     """Train `groups` (from plan) of one backend and write each run's record atomically as soon as its group
-    ends.
+    ends (core.report.write_json with its checksum, which read_run verifies on resume). files: a dict instead of
+    out_dir (then None): each record's JSON text is put there under its path relative to the results folder
+    ("runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json") and nothing is written (a grid cell's worker: no
+    temporary folder to leave behind).
 
     Runs in this process or in a worker process (then cfg_dict, out_dir and groups are plain picklable
     values). report(backend, n_runs_done, label) is called after each group (progress). Returns {"startup_s":
@@ -269,8 +288,8 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
         timings.append((regime, dtype, arm, wall, cpu))
         metrics = evaluate(spec, out, np.stack([datasets[s].y_test for s in seeds]))
         for i, s in enumerate(seeds):
-            path = run_path(out_dir, backend_name, regime, dtype, arm, s)
-            if path.exists():
+            path = run_path("" if files is not None else out_dir, backend_name, regime, dtype, arm, s)
+            if files is None and path.exists():
                 continue
             rec = {
                 "backend": backend_name, "regime": regime, "dtype": dtype, "arm": arm, "impl": cfg.impl, "seed": s,
@@ -282,7 +301,10 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str, groups: list, 
             }
             if s == cfg.plot_seed and dtype == cfg.dtype:
                 rec["grid_logits"] = out.logits_grid[i].tolist()
-            write_json(path, rec)
+            if files is not None:
+                files[path.as_posix()] = json_text(rec, checksum=True)
+            else:
+                write_json(path, rec, checksum=True)
         if report is not None:
             report(backend_name, len(seeds), f"{regime}/{dtype}/{arm}")
     return {"startup_s": startup, "groups": timings}
@@ -370,7 +392,10 @@ def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, j
             from multiprocessing.managers import SyncManager
 
             ctx = mp.get_context("spawn")
-            manager = SyncManager(ctx=ctx)  # its server process and the workers end with this one, even by SIGKILL
+            # its server process and the workers end with this one, even by SIGKILL; a loopback TCP address
+            # (authenticated by the process's authkey), not a Unix socket in a pymp-* temporary folder, so a
+            # killed server leaves no folder behind
+            manager = SyncManager(address=("127.0.0.1", 0), ctx=ctx)
             manager.start(die_with_parent, (os.getpid(),))
             with manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1,
                                               initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
@@ -409,6 +434,7 @@ def _collect(cfg: MoonsConfig, out_dir, groups) -> tuple[list, list]:
             grid = rec.pop("grid_logits", None)
             rec.pop("key", None)
             rec.pop("key_versions", None)
+            rec.pop(CHECKSUM_FIELD, None)
             runs.append(rec)
             if grid is not None:
                 xs, ys, _ = decision_grid(cfg, make_data(cfg, s))
@@ -449,36 +475,37 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     for name, reason in skipped.items():
         print(f"moons: skipping backend {name!r}: {reason}", file=sys.stderr)
     check_writable(out_dir)
-    groups = plan(config, names)
-    todo = _groups_to_train(config, out_dir, groups)
-    totals = {b: sum(len(g[4]) for g in groups if g[0] == b) for b in names}
-    done_counts = {b: sum(len(g[4]) for g in groups if g[0] == b and g not in todo) for b in names}
-    if jobs is None:
-        jobs = min(os.cpu_count() or 1, len(names)) or 1
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs={jobs!r}: expected a positive integer")
-    if executor != "local" or address is not None:
-        from gelulab.experiments.moons.executors import check_executor
+    with hold(out_dir):
+        groups = plan(config, names)
+        todo = _groups_to_train(config, out_dir, groups)
+        totals = {b: sum(len(g[4]) for g in groups if g[0] == b) for b in names}
+        done_counts = {b: sum(len(g[4]) for g in groups if g[0] == b and g not in todo) for b in names}
+        if jobs is None:
+            jobs = min(os.cpu_count() or 1, len(names)) or 1
+        if not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs={jobs!r}: expected a positive integer")
+        if executor != "local" or address is not None:
+            from gelulab.experiments.moons.executors import check_executor
 
-        check_executor(executor, jobs, address)
-    t0 = time.perf_counter()
-    with _interrupts_reach_workers() if jobs > 1 else contextlib.nullcontext():
-        session = (_execute(config, out_dir, todo, totals, done_counts, jobs, progress, executor, address) if todo
-                   else {})
-    if any(v is None for v in session.values()):
-        raise KeyboardInterrupt("a worker process was interrupted")  # its finished runs are on disk
-    wall = time.perf_counter() - t0
-    runs, boundaries = _collect(config, out_dir, groups)
-    results = {
-        "config": config.to_dict(), "backends": names, "skipped": skipped,
-        "environment": environment(()), "runs": runs, "boundaries": boundaries,
-        "timing": _timing(runs, names, session), "wall_s": wall, "jobs": jobs,
-        "resumed_groups": len(groups) - len(todo),
-    }
-    # the frameworks may have run in worker processes: their versions come from the run files
-    results["environment"]["frameworks"] = {r["backend"]: r["versions"] for r in runs}
-    results.update(analyse(config, runs))
-    return results
+            check_executor(executor, jobs, address)
+        t0 = time.perf_counter()
+        with _interrupts_reach_workers() if jobs > 1 else contextlib.nullcontext():
+            session = (_execute(config, out_dir, todo, totals, done_counts, jobs, progress, executor, address)
+                       if todo else {})
+        if any(v is None for v in session.values()):
+            raise KeyboardInterrupt("a worker process was interrupted")  # its finished runs are on disk
+        wall = time.perf_counter() - t0
+        runs, boundaries = _collect(config, out_dir, groups)
+        results = {
+            "config": config.to_dict(), "backends": names, "skipped": skipped,
+            "environment": environment(()), "runs": runs, "boundaries": boundaries,
+            "timing": _timing(runs, names, session), "wall_s": wall, "jobs": jobs,
+            "resumed_groups": len(groups) - len(todo),
+        }
+        # the frameworks may have run in worker processes: their versions come from the run files
+        results["environment"]["frameworks"] = {r["backend"]: r["versions"] for r in runs}
+        results.update(analyse(config, runs))
+        return results
 
 
 def _timing(runs, names, session) -> dict:
@@ -561,6 +588,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="worker processes (or Ray CPUs), one backend each (default: CPU cores, at most one per "
                              "backend); with --grid one cell each (default: CPU cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--fail-on-divergence", action="store_true",
+                        help="exit 1 (after writing the report) when a run diverged or did not learn; without it "
+                             "the warning is printed and the exit code is 0")
     grid_cli.add_arguments(parser)
 
 
@@ -568,6 +598,7 @@ def config_from_args(args) -> MoonsConfig:
     """MoonsConfig from parsed CLI args; raises ValueError naming the field for a bad value."""
     if args.seeds < 1:
         raise ValueError(f"seeds: {args.seeds} seeds requested; expected at least 1")
+    check_seed_count("--seeds", args.seeds)  # before the list of seeds is built
     return MoonsConfig(
         n_samples=args.samples, noise=args.noise, dataset=args.dataset, val_fraction=args.val_fraction,
         test_fraction=args.test_fraction,
@@ -581,12 +612,15 @@ def config_from_args(args) -> MoonsConfig:
 
 def run(args) -> int:
     """`gelulab moons`: run or resume the study, write the report; returns the exit code (2: nothing to
-    train). Raises ValueError (bad option, unwritable --out, results of other settings) before any training and
+    train; 1: a run diverged and --fail-on-divergence was given; the warning is on stderr either way). Raises
+    ValueError (bad option, unwritable --out, results of other settings) before any training and
     core.output.Interrupted on Ctrl-C, after the finished runs are on disk. With --grid, the study grid
     (experiments/moons/grid_cli.py)."""
     from gelulab.experiments.moons import grid_cli
 
     if grid_cli.wants_grid(args):
+        if args.fail_on_divergence:
+            raise ValueError("--fail-on-divergence: checks the runs of one study; not used with --grid")
         return grid_cli.run(args, add_arguments)
     out = DEFAULT_OUT if args.out is None else args.out
     cfg = config_from_args(args)
@@ -596,13 +630,17 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     check_writable(out)
-    try:
-        results = run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress, executor=args.executor,
-                            address=args.address)
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; {stored_summary(cfg, out, names)}; run the same command again to "
-                          "resume") from None
-    paths = write_report(results, out)
-    print(markdown(results, sections=("timing", "summary")))
-    print("\n".join(f"wrote {p}" for p in paths.values()))
-    return 0
+    with hold(out):
+        try:
+            results = run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress,
+                                executor=args.executor, address=args.address)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted; {stored_summary(cfg, out, names)}; run the same command again to "
+                              "resume") from None
+        paths = write_report(results, out)
+        print(markdown(results, sections=("timing", "summary")))
+        print("\n".join(f"wrote {p}" for p in paths.values()))
+        warning = divergence_warning(results["divergence"])
+        if warning:
+            print(f"gelulab moons: {warning}", file=sys.stderr)
+        return 1 if warning and args.fail_on_divergence else 0

@@ -25,6 +25,7 @@ from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.interface import ORDERS
 from gelulab.core.known_faults import KINDS, KNOWN_FAULTS
+from gelulab.core.lock import hold
 from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.reference import reference, reference_float
 from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
@@ -358,60 +359,61 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
     written (core.output.OutputUnwritable); KeyboardInterrupt propagates with the measured groups on disk."""
     check_matrix(backends, impls, keys, dtypes, modes, orders)
     check_writable(out)
-    out = Path(out)
-    t0 = time.perf_counter()
-    rows, raw, log = collect(backends, impls, keys, dtypes, modes, orders, progress, out=out)
-    elapsed = time.perf_counter() - t0
-    if log["stale"]:
-        print(f"gelulab parity: {len(log['stale'])} stored groups were measured with other versions "
-              f"({log['stale'][0]}); measured again, not mixed in", file=sys.stderr)
-    behaviour_md, behaviour_js = behaviour_matrix(backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes])
-    summary = summary_table(rows)
-    flagged = flagged_table(rows)
-    c = _counts(rows)
-    links = sorted({r["known_fault"]["link"] for r in rows if r["flag"] == "upstream"})
-    env = environment(backends)
-    data = {
-        "environment": env, "elapsed_s": elapsed, "store": log, "cells": rows, "behaviour": behaviour_js,
-        "modes": sorted({r["mode"] for r in rows}), "orders": sorted({r["order"] for r in rows}),
-        "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
-        "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
-        "overrides": [vars(o) for o in OVERRIDES],
-        "known_faults": [{**vars(f), "kind": f.classification} for f in KNOWN_FAULTS],
-        "n_flagged": c["flagged"], "n_known": c["upstream"] + c["unreported"] + c["gelulab"],
-        "n_upstream": c["upstream"], "n_unreported": c["unreported"], "n_own": c["gelulab"],
-        "n_new": c["new"] + c["exception"], "summary_md": summary, "plots": [],
-    }
-    md = [
-        "# gelulab parity report\n\n",
-        f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n",
-        (f"{counts_sentence(data)} Measured {log['measured']} groups in {elapsed:.0f} s on {env['cpu']} "
-         f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions), {log['reused']} groups read from "
-         f"{out / store.FOLDER} (stored by an earlier run with the same versions).\n\n"),
-        "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
-        "own formula). ULP = units in the last place of the target dtype. Regions: "
-        + ", ".join(REGIONS) + ".\n\n"
-        f"## Summary ({', '.join(data['modes'])}; finite inputs, the cells that ran)\n\n", summary,
-        "\n## Cells beyond tolerance\n\n", flagged,
-        "\nUpstream reports: " + (", ".join(links) if links else "none") + "\n",
-        "\n## Special-value behaviour (eager, value)\n", behaviour_md,
-        "\n## The vector-fill case\n\n", tail_point_table(raw),
-        "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
-                                                        for o in OVERRIDES),
-        "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
-        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items()),
-        f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",
-    ]
-    if plots:
-        plotted = [o for o in orders if o in (0, 1)
-                   and any(g.order == o and g.mode == "eager" and ACTIVATIONS[g.key].smooth for g in raw)]
-        paths = [plot_errors(raw, out, o) for o in plotted]
-        data["plots"] = [p.name for p in paths]
-        if paths:
-            md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
-    atomic_write_text(out / "report.md", "".join(md))
-    write_json(out / "parity.json", data)
-    return data
+    with hold(out):
+        out = Path(out)
+        t0 = time.perf_counter()
+        rows, raw, log = collect(backends, impls, keys, dtypes, modes, orders, progress, out=out)
+        elapsed = time.perf_counter() - t0
+        if log["stale"]:
+            print(f"gelulab parity: {len(log['stale'])} stored groups were measured with other versions "
+                  f"({log['stale'][0]}); measured again, not mixed in", file=sys.stderr)
+        behaviour_md, behaviour_js = behaviour_matrix(backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes])
+        summary = summary_table(rows)
+        flagged = flagged_table(rows)
+        c = _counts(rows)
+        links = sorted({r["known_fault"]["link"] for r in rows if r["flag"] == "upstream"})
+        env = environment(backends)
+        data = {
+            "environment": env, "elapsed_s": elapsed, "store": log, "cells": rows, "behaviour": behaviour_js,
+            "modes": sorted({r["mode"] for r in rows}), "orders": sorted({r["order"] for r in rows}),
+            "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
+            "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
+            "overrides": [vars(o) for o in OVERRIDES],
+            "known_faults": [{**vars(f), "kind": f.classification} for f in KNOWN_FAULTS],
+            "n_flagged": c["flagged"], "n_known": c["upstream"] + c["unreported"] + c["gelulab"],
+            "n_upstream": c["upstream"], "n_unreported": c["unreported"], "n_own": c["gelulab"],
+            "n_new": c["new"] + c["exception"], "summary_md": summary, "plots": [],
+        }
+        md = [
+            "# gelulab parity report\n\n",
+            f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n",
+            (f"{counts_sentence(data)} Measured {log['measured']} groups in {elapsed:.0f} s on {env['cpu']} "
+             f"(GELULAB_THREADS={env['threads']}; threads in effect under Versions), {log['reused']} groups read from "
+             f"{out / store.FOLDER} (stored by an earlier run with the same versions).\n\n"),
+            "Errors are against the correctly rounded mpmath reference of each form (each approximation against its "
+            "own formula). ULP = units in the last place of the target dtype. Regions: "
+            + ", ".join(REGIONS) + ".\n\n"
+            f"## Summary ({', '.join(data['modes'])}; finite inputs, the cells that ran)\n\n", summary,
+            "\n## Cells beyond tolerance\n\n", flagged,
+            "\nUpstream reports: " + (", ".join(links) if links else "none") + "\n",
+            "\n## Special-value behaviour (eager, value)\n", behaviour_md,
+            "\n## The vector-fill case\n\n", tail_point_table(raw),
+            "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
+                                                            for o in OVERRIDES),
+            "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
+            + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items()),
+            f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",
+        ]
+        if plots:
+            plotted = [o for o in orders if o in (0, 1)
+                       and any(g.order == o and g.mode == "eager" and ACTIVATIONS[g.key].smooth for g in raw)]
+            paths = [plot_errors(raw, out, o) for o in plotted]
+            data["plots"] = [p.name for p in paths]
+            if paths:
+                md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
+        atomic_write_text(out / "report.md", "".join(md))
+        write_json(out / "parity.json", data)
+        return data
 
 
 def check_matrix(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None,
@@ -458,21 +460,22 @@ def run(args) -> int:
     gelulab.reproducible(threads=GELULAB_THREADS, default 1): float64 cells in JAX need x64."""
     f = parse_filters(args)
     out = check_writable(args.out)
-    reproducible(threads=config.threads())
-    names = f["backends"] or selected_backends()
-    backends = [get_backend(n, f["device"]) for n in names]
-    try:
-        data = run_parity(backends, out, impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],
-                          modes=f["modes"], orders=f["orders"], plots=not args.no_plots)
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; {stored_summary(out)}; run the same command again to resume") from None
-    print(data["summary_md"])
-    print(f"{counts_sentence(data)} Report: {out / 'report.md'}")
-    if args.fail_on_new and data["n_new"]:
-        new = [r for r in data["cells"] if r["flag"] in ("new", "exception")]
-        shown = ", ".join(f"{r['backend']}/{r['impl']}/{r['activation']}/{r['dtype']}/{r['mode']}/d{r['order']}/"
-                          f"{r['region']}" for r in new[:3])
-        print(f"gelulab parity: {len(new)} cells beyond tolerance match no known fault ({shown}"
-              f"{', ...' if len(new) > 3 else ''}); see {out / 'report.md'}", file=sys.stderr)
-        return 1
-    return 0
+    with hold(out):
+        reproducible(threads=config.threads())
+        names = f["backends"] or selected_backends()
+        backends = [get_backend(n, f["device"]) for n in names]
+        try:
+            data = run_parity(backends, out, impls=f["impls"], keys=f["keys"], dtypes=f["dtypes"],
+                              modes=f["modes"], orders=f["orders"], plots=not args.no_plots)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted; {stored_summary(out)}; run the same command again to resume") from None
+        print(data["summary_md"])
+        print(f"{counts_sentence(data)} Report: {out / 'report.md'}")
+        if args.fail_on_new and data["n_new"]:
+            new = [r for r in data["cells"] if r["flag"] in ("new", "exception")]
+            shown = ", ".join(f"{r['backend']}/{r['impl']}/{r['activation']}/{r['dtype']}/{r['mode']}/d{r['order']}/"
+                              f"{r['region']}" for r in new[:3])
+            print(f"gelulab parity: {len(new)} cells beyond tolerance match no known fault ({shown}"
+                  f"{', ...' if len(new) > 3 else ''}); see {out / 'report.md'}", file=sys.stderr)
+            return 1
+        return 0

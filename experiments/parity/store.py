@@ -5,8 +5,9 @@ raised) is written atomically to `<out>/groups/<group id>.npz` as soon as it is 
 --out reads a stored group instead of measuring it again when its key matches: gelulab's, numpy's, ml_dtypes' and
 the framework's versions, the device, the framework's CPU dispatch level and the sha256 of the inputs. The judgement (tolerances, known faults) and
 the reference are recomputed on every run, so they always follow the current tables. A group stored with other
-versions is measured again (never mixed in); a file that cannot be read is set aside (core.output.set_aside)
-and its group measured again.
+versions is measured again (never mixed in); a file that cannot be read, or whose sha256 (over its record and
+its output's bits, stored with them) does not match its contents, is set aside (core.output.set_aside) and its
+group measured again: a flipped bit or an edited record is never reported as measured.
 """
 from __future__ import annotations
 
@@ -47,12 +48,24 @@ def group_key(versions: dict, group, regions) -> dict:
             "inputs_sha256": hashlib.sha256(x.tobytes()).hexdigest()}
 
 
+def digest(meta: dict, bits: np.ndarray | None) -> str:
+    """sha256 (hex) of a stored group: its JSON record without "sha256" (keys sorted) and, when it holds an output,
+    the bits' dtype, shape and bytes (little-endian as stored). Changing any bit or field changes it."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
+    if bits is not None:
+        h.update(f"|{bits.dtype.str}|{bits.shape}|".encode())
+        h.update(np.ascontiguousarray(bits).tobytes())
+    return h.hexdigest()
+
+
 def save(out: Path, group, key: dict, actual: np.ndarray | None, exception: str | None) -> Path:
-    """Write one group's output atomically (npz: the output's bits and a JSON record of key and exception)."""
-    meta = json.dumps({"group": group.id, "key": key, "exception": exception})
-    arrays = {"meta": np.array(meta)}
-    if actual is not None:
-        arrays["bits"] = np.ascontiguousarray(actual).view(_UINT[actual.dtype.itemsize])
+    """Write one group's output atomically (npz: the output's bits and a JSON record of key, exception and the
+    sha256 of both, digest())."""
+    bits = None if actual is None else np.ascontiguousarray(actual).view(_UINT[actual.dtype.itemsize])
+    record = {"group": group.id, "key": key, "exception": exception}
+    arrays = {"meta": np.array(json.dumps({**record, "sha256": digest(record, bits)}))}
+    if bits is not None:
+        arrays["bits"] = bits
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return atomic_write_bytes(group_path(out, group), buf.getvalue())
@@ -61,8 +74,8 @@ def save(out: Path, group, key: dict, actual: np.ndarray | None, exception: str 
 def load(out: Path, group, key: dict, regions) -> tuple[str, np.ndarray | None, str | None, str]:
     """Read a stored group: (status, actual, exception, detail) with status
     "missing" (no file), "ok" (actual or exception as measured), "stale" (measured with another key; detail
-    names what changed) or "damaged" (unreadable or inconsistent; the file has been set aside, detail says why
-    and where it went)."""
+    names what changed) or "damaged" (unreadable, inconsistent, or its checksum missing or not matching its
+    contents; the file has been set aside, detail names it, says why and where it went)."""
     path = group_path(out, group)
     if not path.exists():
         return "missing", None, None, ""
@@ -76,6 +89,10 @@ def load(out: Path, group, key: dict, regions) -> tuple[str, np.ndarray | None, 
         exc = meta.get("exception")
         if bits is None and not isinstance(exc, str):
             raise ValueError("holds neither an output nor an exception")
+        if not isinstance(meta.get("sha256"), str):
+            raise ValueError("has no checksum")  # noqa: TRY004 - a damaged file, set aside below
+        if meta["sha256"] != digest(meta, bits):
+            raise ValueError("its checksum does not match its contents (the file was edited or damaged)")
         actual = None
         if bits is not None:
             dtype = DTYPES[group.dtype].np_dtype

@@ -5,8 +5,8 @@ written atomically to `<out>/parts/<backend>/<activation>.<stage>.json` with its
 numbers (model file digests, pairs file digest, impl, batch size; for a fine-tune also steps, lr, batch,
 sentences, seed) and the versions of gelulab, numpy and the backend's packages. A rerun with the same --out
 reuses the stored results; results of other settings are refused before any model work (use another --out), a
-file that cannot be used is set aside as `*.damaged-<n>`, and results of other versions as `*.stale-<n>`; both
-are computed again.
+file that cannot be used (its checksum, the sha256 of its record stored in it, missing or not matching: edited or
+damaged) is set aside as `*.damaged-<n>`, and results of other versions as `*.stale-<n>`; both are computed again.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gelulab.core.output import set_aside
 from gelulab.core.provenance import package_versions, version_changes
-from gelulab.core.report import write_json
+from gelulab.core.report import verify_checksum, write_json
 
 FOLDER = "parts"
 ROW_FIELDS = ("backend", "activation", "stage", "steps", "seconds", "cos_mean", "cos_worst", "drift", "auc")
@@ -33,15 +33,15 @@ def versions(backend_versions: dict) -> dict:
 
 def save(out: Path, backend: str, activation: str, stage: str, key: dict, versions_key: dict, row: dict,
          finetune: dict | None = None) -> Path:
-    """Write one result atomically."""
+    """Write one result atomically, with the sha256 of its record (core.report.write_json checksum=True)."""
     return write_json(part_path(out, backend, activation, stage),
-                      {"key": key, "versions": versions_key, "row": row, "finetune": finetune})
+                      {"key": key, "versions": versions_key, "row": row, "finetune": finetune}, checksum=True)
 
 
 def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tuple[str, dict | None, str]:
     """(status, record, detail): status "missing", "ok" (record: {"row", "finetune", "versions"}), "settings"
-    (made with other settings; detail names them; nothing is moved), "damaged" (set aside; detail says why and
-    where) or "stale" (other versions; set aside; detail names them)."""
+    (made with other settings; detail names them; nothing is moved), "damaged" (unreadable, incomplete, or its
+    checksum missing or not matching; set aside; detail names the file, says why and where it went) or "stale" (other versions; set aside; detail names them)."""
     path = part_path(out, backend, activation, stage)
     if not path.exists():
         return "missing", None, ""
@@ -62,6 +62,9 @@ def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tup
             raise ValueError("its fine-tune record is missing")
         if not isinstance(rec.get("versions"), dict):
             raise ValueError("it has no version record")  # noqa: TRY004 - a damaged file, set aside below
+        problem = verify_checksum(rec)
+        if problem is not None:
+            raise ValueError(problem)
     except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         moved = set_aside(path, "damaged")
         return "damaged", None, f"{path} ({e}); kept as {moved.name}"

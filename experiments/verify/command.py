@@ -12,7 +12,9 @@ that are 0 or normal, correctly rounded result 0 or normal: the kernels' 1-ULP c
 do not all return the same bits. Results go to --out (default results/verify): chunks.jsonl (one line per finished
 chunk, appended and flushed, so an interrupted run resumes where it stopped; each line carries the id of its
 settings, kernel source and package versions, and lines of other ids are ignored, so a changed kernel or framework
-is verified afresh), summary.json and report.md. Backends: GELULAB_BACKEND or --backend, called as eager callers call them
+is verified afresh; each line carries the sha256 of its record too, and a line whose checksum is missing or does
+not match, edited or damaged, is not reused: its chunk is verified again, with one note naming the file and line),
+summary.json and report.md. One run at a time holds --out (core.lock). Backends: GELULAB_BACKEND or --backend, called as eager callers call them
 (--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
 framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
 """
@@ -22,13 +24,22 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.core.report import (
+    CHECKSUM_FIELD,
+    atomic_write_text,
+    environment,
+    markdown_table,
+    record_digest,
+    verify_checksum,
+    write_json,
+)
 from gelulab.experiments.verify.oracle import check_bound, expected
 
 FLOAT32_PATTERNS = 1 << 32
@@ -222,6 +233,7 @@ def run(args) -> int:
     any work) and core.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
     same command resumes from there)."""
     from gelulab.backends import BACKEND_NAMES, get_backend, selected_backends
+    from gelulab.core.lock import hold
     from gelulab.core.output import Interrupted, check_writable
 
     if args.stride is not None and not 1 <= args.stride <= FLOAT32_PATTERNS:
@@ -239,50 +251,51 @@ def run(args) -> int:
     keys = _csv(args.activation, [k for k, a in ACTIVATIONS.items() if a.kernel is not None], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     out = check_writable(args.out)
-    backends = [get_backend(n) for n in names]
-    config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
-              "mode": args.mode, "code": code_digest(names), "versions": _versions(backends)}
-    cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    log = out / "chunks.jsonl"
-    done = _read_log(log, cid)
-    runner = Runner(backends, keys, orders, args.mode)
-    n_chunks = (n_inputs + args.chunk - 1) // args.chunk
-    todo = [c for c in range(n_chunks) if ("float32", c) not in done]
-    if args.max_chunks is not None:
-        todo = todo[: args.max_chunks]
-    print(f"verify: {n_inputs} float32 inputs (stride {stride}) in {n_chunks} chunks, {len(todo)} to run; "
-          f"{', '.join(names)} x {', '.join(keys)} x orders {orders}; log {log}", flush=True)
-    t_start = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        runner.check_bound(_bits_to_float32(np.arange(0, FLOAT32_PATTERNS, BOUND_SAMPLE_STRIDE, dtype=np.uint64)))
-        with open(log, "a") as f:
-            if f.tell() and not log.read_bytes().endswith(b"\n"):
-                f.write("\n")  # a line cut short by an interruption: the next record starts on a line of its own
-            for dtype in SMALL_DTYPES:
-                if (dtype, 0) not in done:
+    with hold(out):
+        backends = [get_backend(n) for n in names]
+        config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
+                  "mode": args.mode, "code": code_digest(names), "versions": _versions(backends)}
+        cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+        log = out / "chunks.jsonl"
+        done = _read_log(log, cid)
+        runner = Runner(backends, keys, orders, args.mode)
+        n_chunks = (n_inputs + args.chunk - 1) // args.chunk
+        todo = [c for c in range(n_chunks) if ("float32", c) not in done]
+        if args.max_chunks is not None:
+            todo = todo[: args.max_chunks]
+        print(f"verify: {n_inputs} float32 inputs (stride {stride}) in {n_chunks} chunks, {len(todo)} to run; "
+              f"{', '.join(names)} x {', '.join(keys)} x orders {orders}; log {log}", flush=True)
+        t_start = time.perf_counter()
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            runner.check_bound(_bits_to_float32(np.arange(0, FLOAT32_PATTERNS, BOUND_SAMPLE_STRIDE, dtype=np.uint64)))
+            with open(log, "a") as f:
+                if f.tell() and not log.read_bytes().endswith(b"\n"):
+                    f.write("\n")  # a line cut short by an interruption: the next record starts on a line of its own
+                for dtype in SMALL_DTYPES:
+                    if (dtype, 0) not in done:
+                        t0 = time.perf_counter()
+                        res = runner.chunk(_all_small(dtype), dtype)
+                        _append(f, cid, dtype, 0, res, time.perf_counter() - t0)
+                for c in todo:
                     t0 = time.perf_counter()
-                    res = runner.chunk(_all_small(dtype), dtype)
-                    _append(f, cid, dtype, 0, res, time.perf_counter() - t0)
-            for c in todo:
-                t0 = time.perf_counter()
-                idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
-                res = runner.chunk(_bits_to_float32(idx), "float32")
-                dt = time.perf_counter() - t0
-                _append(f, cid, "float32", c, res, dt)
-                print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
-                      f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)",
-                      flush=True)
-    except KeyboardInterrupt:
-        kept = sum(1 for (d, _) in _read_log(log, cid) if d == "float32")
-        raise Interrupted(f"interrupted; {kept} of {n_chunks} float32 chunks are kept in {log}; "
-                          "run the same command again to resume") from None
-    done = _read_log(log, cid)
-    summary = summarize(done, config, n_chunks, runner, time.perf_counter() - t_start, backends)
-    write_json(out / "summary.json", summary)
-    atomic_write_text(out / "report.md", report_md(summary))
-    print(f"report: {out / 'report.md'}")
-    return 0 if summary["passed"] else 1
+                    idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
+                    res = runner.chunk(_bits_to_float32(idx), "float32")
+                    dt = time.perf_counter() - t0
+                    _append(f, cid, "float32", c, res, dt)
+                    print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
+                          f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)",
+                          flush=True)
+        except KeyboardInterrupt:
+            kept = sum(1 for (d, _) in _read_log(log, cid, quiet=True) if d == "float32")
+            raise Interrupted(f"interrupted; {kept} of {n_chunks} float32 chunks are kept in {log}; "
+                              "run the same command again to resume") from None
+        done = _read_log(log, cid, quiet=True)
+        summary = summarize(done, config, n_chunks, runner, time.perf_counter() - t_start, backends)
+        write_json(out / "summary.json", summary)
+        atomic_write_text(out / "report.md", report_md(summary))
+        print(f"report: {out / 'report.md'}")
+        return 0 if summary["passed"] else 1
 
 
 def code_digest(names) -> str:
@@ -309,23 +322,35 @@ def _versions(backends) -> dict:
 
 
 def _append(f, cid, dtype, chunk, res, seconds):
-    f.write(json.dumps({"config": cid, "dtype": dtype, "chunk": chunk, "seconds": seconds, "cells": res}) + "\n")
+    rec = {"config": cid, "dtype": dtype, "chunk": chunk, "seconds": seconds, "cells": res}
+    f.write(json.dumps({**rec, CHECKSUM_FIELD: record_digest(rec)}) + "\n")
     f.flush()
     os.fsync(f.fileno())
 
 
-def _read_log(path: Path, cid: str) -> dict:
-    done = {}
+def _read_log(path: Path, cid: str, quiet: bool = False) -> dict:
+    """The finished chunks of settings id `cid` in the log: {(dtype, chunk): record}. A line cut short by an
+    interruption is skipped, and so is a line of other settings; a line of `cid` whose checksum is missing or does not match its record (edited or
+    damaged) is skipped with one note on stderr naming the file and line (unless quiet), so its chunk runs again."""
+    done, refused = {}, []
     if not path.exists():
         return done
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by an interruption
             continue
-        if rec.get("config") == cid:
-            done[(rec["dtype"], rec["chunk"])] = rec
-    return done
+        if not isinstance(rec, dict) or rec.get("config") != cid:
+            continue
+        problem = verify_checksum(rec)
+        if problem is not None or not isinstance(rec.get("cells"), dict):
+            refused.append((number, (rec.get("dtype"), rec.get("chunk")), problem or "not a chunk record"))
+            continue
+        done[(rec["dtype"], rec["chunk"])] = rec
+    for number, key, problem in refused:
+        if not quiet and key not in done:  # not verified again since
+            print(f"gelulab verify: {path} line {number}: {problem}; its chunk is verified again", file=sys.stderr)
+    return dict(sorted(done.items()))  # chunk order, not the order they finished in: a resumed run sums the same
 
 
 def summarize(done: dict, config: dict, n_chunks: int, runner, seconds: float, backends) -> dict:
@@ -365,8 +390,8 @@ def report_md(s: dict) -> str:
     env = s["environment"]
     lines = [
         "# gelulab verify: float32 kernels against the correctly rounded result", "",
-        f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit {env.get('git_commit') or 'unknown'}; "
-        f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}.", "",
+        (f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit {env.get('git_commit') or 'unknown'}; "
+        f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}."), "",
         f"float32 inputs: every {cfg['stride']}th bit pattern" if cfg["stride"] > 1 else "float32 inputs: all 2^32 bit patterns",
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
         "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
@@ -390,11 +415,11 @@ def report_md(s: dict) -> str:
                      v["max_ulp_subnormal"], v["special_bad"]])
     lines.append(markdown_table(["backend", "dtype", "activation", "order", "inputs", "max ULP", "at 1 ULP",
                                  "beyond 1", "worst input", "max ULP subnormal", "special-value misses"], rows))
-    lines += ["", "max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal (XLA flushes "
-              "these to zero in jax and TensorFlow on CPUs, so there it is the result's size in subnormal steps)."]
+    lines += ["", ("max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal (XLA flushes "
+              "these to zero in jax and TensorFlow on CPUs, so there it is the result's size in subnormal steps).")]
     lines += ["", "## Inputs where the backends differ in any bit", ""]
     rows = [[*k.split("|"), v["n"], v["n_differ"], v["n_differ_normal_input"]] for k, v in sorted(s["backends_differ"].items())]
     lines.append(markdown_table(["dtype", "activation", "order", "inputs", "differ", "differ (0 or normal input)"], rows))
-    lines += ["", "Subnormal inputs and results differ by design where XLA flushes them (jax, TensorFlow); the rest "
-              "comes from XLA contracting products and sums into FMAs, which numpy and inductor do not.", ""]
+    lines += ["", ("Subnormal inputs and results differ by design where XLA flushes them (jax, TensorFlow); the rest "
+              "comes from XLA contracting products and sums into FMAs, which numpy and inductor do not."), ""]
     return "\n".join(lines) + "\n"
