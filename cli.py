@@ -35,6 +35,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    """`gelulab run`: --out checked writable and held by this run alone (core.lock.hold; another run into it is
+    refused at once, naming it) for the whole of _run_main, which does the work (see there)."""
+    from gelulab.core.lock import hold
+    from gelulab.core.output import check_writable
+
+    with hold(check_writable(args.out)):
+        return _run_main(args)
+
+
+def _run_main(args) -> int:
     """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
     moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0.
@@ -127,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXIT_CODES = """exit codes: 0 done; 1 a check failed (parity --fail-on-new found a new fault, bench timed no cell);
+EXIT_CODES = """exit codes: 0 done; 1 a check failed (parity --fail-on-new found a new fault, bench timed no cell, moons
+--fail-on-divergence found a run that diverged);
 2 bad input or configuration, printed as one line naming the value (nothing computed is lost); 130 stopped by
 Ctrl-C (143 by SIGTERM) after keeping every finished result: the same command resumes"""
 
@@ -135,31 +146,41 @@ Ctrl-C (143 by SIGTERM) after keeping every finished result: the same command re
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (see EXIT_CODES).
 
-    Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable) and file-system
-    errors (OSError) are printed as one line. Ctrl-C (SIGINT, also where the process inherited it ignored) and
-    SIGTERM end the command after its finished results are on disk, with one line saying what was kept; a
-    framework's import holds them until it has finished (core.interrupts). The handlers are this function's from
-    its first line, and the caller's are put back on return. Unless --verbose, the frameworks' start-up log lines
-    are dropped from stderr (core.output.quiet_frameworks). Before the command runs, the framework settings of the
-    experiments are applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes
-    nothing."""
-    from gelulab.core.output import quiet_frameworks
-    from gelulab.core.provenance import set_command
+    Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable), file-system
+    errors (OSError) and a MemoryError are printed as one line. Ctrl-C (SIGINT, also where the process inherited
+    it ignored) and SIGTERM end the command after its finished results are on disk, with one line saying what was
+    kept; a framework's import holds them until it has finished (core.interrupts). The handlers are put in place
+    before anything else this function does (any import, the parsing) and the caller's are put back on return;
+    an interrupt from then on, also while they are put in place or back, is the one line and 128 + the signal.
+    What comes before this function (Python's start-up, the import of gelulab and of this module) follows
+    Python's rules: a SIGINT with its default action ends the process, one that the process inherited ignored is
+    lost. Unless --verbose, the frameworks' start-up log lines are dropped from stderr
+    (core.output.quiet_frameworks). Before the command runs, the framework settings of the experiments are
+    applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes nothing."""
+    import signal
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    # the commands measure the compiled kernels themselves: built on first use, not in the background
-    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV
+    state = {"signum": signal.SIGINT, "command": "gelulab", "started": False}
     args = None
-    with _interrupt_handlers() as state:
-        try:
-            args = build_parser().parse_args(argv)
-            state["command"] = f"gelulab {args.command}"
-            set_command(["gelulab", *argv])
-            with contextlib.nullcontext() if args.verbose else quiet_frameworks():
-                return _dispatch(args, state)
-        except KeyboardInterrupt:  # while parsing, or starting or closing the log filter
-            print(f"{state['command']}: {_interrupted(args, state)}", file=sys.stderr)
-            return 128 + int(state["signum"])
+    try:
+        with _interrupt_handlers(state):
+            try:
+                from gelulab.core.output import quiet_frameworks
+                from gelulab.core.provenance import set_command
+
+                argv = sys.argv[1:] if argv is None else list(argv)
+                # the commands measure the compiled kernels themselves: built on first use, not in the background
+                os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV
+                args = build_parser().parse_args(argv)
+                state["command"] = f"gelulab {args.command}"
+                set_command(["gelulab", *argv])
+                with contextlib.nullcontext() if args.verbose else quiet_frameworks():
+                    return _dispatch(args, state)
+            except KeyboardInterrupt:  # while importing, parsing, or starting or closing the log filter
+                print(f"{state['command']}: {_interrupted(args, state)}", file=sys.stderr)
+                return 128 + int(state["signum"])
+    except KeyboardInterrupt:  # while the handlers were put in place or back
+        print(f"{state['command']}: {_interrupted(args, state)}", file=sys.stderr)
+        return 128 + int(state["signum"])
 
 
 def _interrupted(args, state: dict) -> str:
@@ -171,20 +192,20 @@ def _interrupted(args, state: dict) -> str:
 
 
 @contextlib.contextmanager
-def _interrupt_handlers():
+def _interrupt_handlers(state: dict | None = None):
     """Within the block (main thread only): SIGINT raises KeyboardInterrupt, even where the process inherited it
     ignored (a shell ignores it in the commands a script starts in the background), and SIGTERM raises it too, so
     every command keeps its finished results on Ctrl-C, `kill -INT` and `kill -TERM` alike; one that Python drops
-    (raised in a gc callback) is sent again (core.interrupts). Yields a dict whose
+    (raised in a gc callback) is sent again (core.interrupts). Yields `state` (a new dict when None), whose
     "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
-    whether the command's work had begun. The caller's handlers are put back; one installed outside Python
-    (signal.getsignal gives None) is left as it is, since it could not be put back."""
+    whether the command's work had begun. The handlers are the first thing put in place (before any import of
+    gelulab's), so a KeyboardInterrupt may come from entering the block too. The caller's handlers are put back;
+    one installed outside Python (signal.getsignal gives None) is left as it is, since it could not be put back."""
     import signal
     import threading
 
-    from gelulab.core.interrupts import dropped_interrupts_sent_again
-
-    state = {"signum": signal.SIGINT, "command": "gelulab", "started": False}
+    if state is None:
+        state = {"signum": signal.SIGINT, "command": "gelulab", "started": False}
 
     def on_sigterm(signum, frame):
         state["signum"] = signum
@@ -197,6 +218,8 @@ def _interrupt_handlers():
     # a handler installed outside Python (getsignal gives None) cannot be put back, so it is left in place
     previous = {s: signal.signal(s, h) for s, h in ours.items() if signal.getsignal(s) is not None}
     try:
+        from gelulab.core.interrupts import dropped_interrupts_sent_again
+
         with dropped_interrupts_sent_again():
             yield state
     finally:
@@ -231,6 +254,14 @@ def _dispatch(args, state: dict) -> int:
             raise
         print(f"{name}: error: {' '.join(str(e).split())} (rerun with --verbose for the traceback)",
               file=sys.stderr)
+        return 2
+    except MemoryError as e:
+        # sizes are checked against the machine's memory before work starts; this is what slipped past them
+        if args.verbose:
+            raise
+        detail = " ".join(str(e).split())
+        print(f"{name}: error: out of memory{f' ({detail})' if detail else ''}; the finished results are kept; "
+              "choose smaller sizes (rerun with --verbose for the traceback)", file=sys.stderr)
         return 2
 
 

@@ -194,6 +194,23 @@ def test_no_difference_is_an_answer():
     assert sum("no significant difference in any cell" in c for c in an["conclusions"]) == 2 * len(an["arms"])
 
 
+def test_three_seeds_say_that_no_difference_can_be_shown():
+    spec = G.GridSpec(axes={"depth": [1, 2], "lr": [0.001, 0.01]}, base={"seeds": 3}, heatmap=("depth", "lr"))
+    cells = spec.cells()
+    # a large effect on every seed: the t-test alone could call it, the Wilcoxon cannot with 3 seeds
+    an = R.analyse_grid(spec, cells, _fake_runs(cells, ["jax"], lambda c: 0.05, seeds=range(3)), ["jax"])
+    p_min = 2 / 2 ** 3  # two-sided: all three differences one way, 2 of the 2^3 equally likely sign patterns
+    needed = next(n for n in range(1, 50) if 2 / 2 ** n < 0.05)
+    assert an["significant"] == [] and {c["kind"] for c in an["comparisons"]} == {"underpowered"}
+    for line in an["conclusions"][:2 * len(an["arms"])]:
+        assert "no significant difference" not in line
+        assert "3 seeds with a non-zero difference cannot show a difference at 5 %" in line
+        assert f"smallest two-sided p with 3 seeds is {p_min:.3g}" in line and f"at least {needed} are needed" in line
+        assert "(Student t)" in line
+    text = R._significant_md(an["significant"], spec.varied, an["comparisons"])
+    assert text.startswith("No cell can show a significant difference: 3 seeds")
+
+
 def test_heatmap_squares_facets_and_marginalised_axes():
     # 2 x 2 heatmap squares; facets width (3) x data set (2) = 6 panels; noise (3) would make 18 > MAX_FACETS,
     # so noise is averaged over, seed by seed
@@ -316,7 +333,7 @@ def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
     assert len(files) == 2 * 2 * 3
     for rel in files:
         a, b = (json.loads((tmp_path / d / rel).read_text()) for d in ("local", "ray"))
-        a.pop("timing"), b.pop("timing")
+        a.pop("timing"), b.pop("timing"), a.pop("sha256"), b.pop("sha256")  # the checksum covers the timing
         assert a == b, rel  # number for number: metrics, curves, logits, versions, key
     assert {h["pid"] for h in ray["hosts"].values()}.isdisjoint({h["pid"] for h in local["hosts"].values()})
     assert math.isfinite(ray["wall_s"])
@@ -328,5 +345,5 @@ def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
         plain[executor] = {p.relative_to(tmp_path / f"plain_{executor}"): json.loads(p.read_text())
                            for p in (tmp_path / f"plain_{executor}").rglob("seed*.json")}
         for rec in plain[executor].values():
-            rec.pop("timing")
+            rec.pop("timing"), rec.pop("sha256")  # the checksum covers the timing
     assert plain["local"] == plain["ray"] and len(plain["ray"]) == 2 * 3

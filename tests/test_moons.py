@@ -16,6 +16,7 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import requires
 from scipy import stats as sps
 from sklearn.datasets import make_moons
 
@@ -207,7 +208,7 @@ def test_adam_step_matches_torch_and_optax(reference):
     grads = [rng.normal(size=7) * 10.0 ** rng.integers(-6, 2) for _ in range(60)]
     ours = _adam_numpy(grads, cfg)
     if reference == "torch.optim.Adam":
-        torch = pytest.importorskip("torch")
+        torch = requires("torch")
         p = torch.zeros(7, dtype=torch.float64, requires_grad=True)
         opt = torch.optim.Adam([p], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
         theirs = []
@@ -216,7 +217,7 @@ def test_adam_step_matches_torch_and_optax(reference):
             opt.step()
             theirs.append(p.detach().numpy().copy())
     else:
-        pytest.importorskip("optax")
+        requires("optax")
         from gelulab.backends import get_backend
 
         get_backend("jax")  # x64 on
@@ -460,3 +461,39 @@ def test_report_json_and_plots(small_study, tmp_path):
         assert heading in text
     for name in ("loss_curves", "decision_boundaries", "test_accuracy"):
         assert paths[name].stat().st_size > 10_000
+
+
+def _diverged_results(cfg):
+    """Results of a study whose ReLU runs all blew up (loss 1e18, accuracy at chance), from the report's own
+    analysis: what run_study returns after an absurd --lr."""
+    from gelulab.experiments.moons import report as R
+
+    runs = []
+    for arm in cfg.arms:
+        for s in cfg.seeds:
+            bad = arm == "relu"
+            loss, acc = (1e18, 0.5) if bad else (0.3, 0.9)
+            curve = [0.7, 1e9, 1e18] if bad else [0.6, 0.4, 0.3]
+            runs.append({"backend": "torch", "regime": "matched", "dtype": "float64", "arm": arm, "seed": s,
+                         "metrics": {"train_loss": curve[-1], "train_acc": acc, "val_loss": loss, "val_acc": acc,
+                                     "test_loss": loss, "test_acc": acc},
+                         "curves": {"train_loss": curve, "val_loss": curve}})
+    return {"timing": {}, **R.analyse(cfg, runs)}
+
+
+@pytest.mark.parametrize("flag, code", [([], 0), (["--fail-on-divergence"], 1)])
+def test_divergence_is_on_the_terminal_and_can_fail_the_command(tmp_path, monkeypatch, capsys, flag, code):
+    backend = next((b for b in TRAINABLE if b in installed_backends()), None)
+    if backend is None:
+        pytest.skip("no trainable backend installed")
+    cfg = M.MoonsConfig(n_samples=200, epochs=3, seeds=(0, 1, 2), arms=("relu", "gelu_none"), compare_dtype=None)
+    results = _diverged_results(cfg)
+    assert len(results["divergence"]) == 3  # the three ReLU runs
+    monkeypatch.setattr(X, "run_study", lambda *a, **k: results)
+    monkeypatch.setattr(X, "write_report", lambda res, out: {"report": tmp_path / "out" / "report.md"})
+    argv = ["moons", "--backends", backend, "--seeds", "3", "--out", str(tmp_path / "out"), "--no-progress", *flag]
+    assert gelulab.main(argv) == code
+    err = capsys.readouterr().err
+    assert "gelulab moons: WARNING: 3 runs diverged or did not learn — torch/matched/float64/relu 3 runs" in err
+    assert gelulab.main(["moons", "--grid", "--fail-on-divergence", "--out", str(tmp_path / "g")]) == 2
+    assert "--fail-on-divergence" in capsys.readouterr().err

@@ -10,6 +10,11 @@ one line naming the fields and their values. Where the runs were made is what th
 each run's device, machine (CPU, cores, platform), thread count and Python / numpy / framework versions, the
 environment each command records (core.report.environment).
 
+A results file that cannot be used (not JSON, or a field missing or of the wrong type: a hand-edited or cut-short
+file) is set aside as damaged: left out of the merge, never changed, named with what is wrong in one line on
+stderr and in merge.md; the merge goes on with the rest, and stops (ValueError, exit 2) when nothing usable is left
+to set side by side.
+
 Outputs (default results/merge): merge.md (the runs and what differs between their environments; per group a
 table with one column per run, the rows where the runs differ first) and merge.json (the same as data).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import string
+import sys
 from pathlib import Path
 
 from gelulab.core.report import atomic_write_text, markdown_table, write_json
@@ -26,6 +32,9 @@ from gelulab.experiments.merge.kinds import FILES, KINDS
 DEFAULT_OUT = "results/merge"
 MAX_DEPTH = 3
 SKIP = {"runs", "cells"}  # the per-run stores of moons and grids, not results folders
+# results file names other programs write too (`gelulab run`'s own summary is a results.json): a JSON object of
+# none of the kinds there is not gelulab's and is passed over, where under the other names it is damaged
+_SHARED_NAMES = {"results.json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,40 +46,85 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(path: Path):
+    """(data, None), or (None, what is wrong) for a file that is not UTF-8 JSON. OSError (unreadable) propagates."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
+        return json.loads(path.read_bytes().decode("utf-8")), None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"not JSON ({e})"
 
 
-def find_runs(folder) -> list[dict]:
+def damage(kind: str, data) -> str | None:
+    """What keeps a loaded results file of `kind` out of a merge, or None when it can be merged: every part the
+    merge reads (experiment settings, rows, environment) is read here once, so a field missing or of the wrong
+    type (KeyError, TypeError, ...) is reported as the file's damage, not raised later."""
+    k = KINDS[kind]
+    try:
+        settings = k.settings(data)
+        if not isinstance(settings, dict):
+            return f"its settings are a {type(settings).__name__}, not a table"
+        json.dumps(settings, sort_keys=True)
+        env = data.get("environment", {})
+        if env is not None and not isinstance(env, dict):
+            return f"its environment is a {type(env).__name__}, not a table"
+        _flat(env)
+        for row in k.rows(data):
+            hash(tuple(row.get(f) for f in k.key))
+            for field, _, fmt_fn in k.values:
+                fmt_fn(row.get(field))
+    except KeyError as e:
+        return f"a record lacks the field {e}"
+    except (TypeError, AttributeError, ValueError, IndexError) as e:
+        return f"a field has the wrong type or value ({' '.join(str(e).split())})"
+    return None
+
+
+def find_runs(folder, damaged: list | None = None) -> list[dict]:
     """The runs in one DIR: [{"kind", "path" (the results file), "rel" (its folder inside DIR, "." for DIR
-    itself), "data"}]. Raises ValueError for a missing folder or one holding no results."""
+    itself), "data"}]. A results file that cannot be merged (see `damage`; not JSON) is left out and appended to
+    `damaged` as {"path", "kind" (None when not JSON), "problem"}. Raises ValueError for a missing folder or one
+    holding no results files at all (damaged ones count: the merge names them and goes on)."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder; expected a results folder of parity, bench, moons or swap")
-    found = []
+    found, bad = [], []
 
     def visit(d: Path, depth: int):
-        hits = []
         for name in sorted(FILES):
             p = d / name
-            if p.is_file():
-                data = _load(p)
-                for kind in KINDS.values():
-                    if kind.file == name and isinstance(data, dict) and kind.detect(data):
-                        hits.append({"kind": kind.name, "path": p, "rel": d.relative_to(root).as_posix(),
-                                     "data": data})
-        found.extend(hits)
+            if not p.is_file():
+                continue
+            data, problem = _load(p)
+            if problem is not None:
+                bad.append({"path": p, "kind": None, "problem": problem})
+                continue
+            kinds = [k for k in KINDS.values() if k.file == name]
+            hits = [k for k in kinds if isinstance(data, dict) and k.detect(data)]
+            if not hits and name not in _SHARED_NAMES:
+                what = "another record" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+                bad.append({"path": p, "kind": kinds[0].name, "problem": f"holds {what}, not a {kinds[0].name} "
+                            "result"})
+            for kind in hits:
+                problem = damage(kind.name, data)
+                if problem is None:
+                    found.append({"kind": kind.name, "path": p, "rel": d.relative_to(root).as_posix(),
+                                  "data": data})
+                else:
+                    bad.append({"path": p, "kind": kind.name, "problem": problem})
         if depth < MAX_DEPTH:
             for sub in sorted(p for p in d.iterdir() if p.is_dir() and p.name not in SKIP):
                 visit(sub, depth + 1)
 
     visit(root, 0)
-    if not found:
+    if damaged is not None:
+        damaged.extend(bad)
+    if not found and not bad:
         raise ValueError(f"{root}: holds no results of parity, bench, moons or swap "
                          f"(looked for {', '.join(sorted(FILES))} up to {MAX_DEPTH} folders deep)")
     return found
+
+
+def _damaged_list(damaged: list) -> str:
+    return ", ".join(f"{d['path']} ({d['problem']})" for d in damaged)
 
 
 def _flat(d, prefix="") -> dict:
@@ -124,9 +178,13 @@ def merge(dirs) -> dict:
     settings, environment_differs, rows: [{key..., label: {field: value}}], differ: row count}], "single": groups
     found in one DIR only}.
 
+    Damaged results files (see `damage`) are left out and listed in "damaged": [{path, kind, problem}]; the
+    merge goes on with the rest.
+
     Raises ValueError, before anything is written: fewer than two DIRs or one given twice; a DIR that is missing
-    or holds no results; a group whose runs' experiment settings differ (one message naming the kind, the fields and each run's value); no group found in
-    two or more DIRs (nothing to set side by side).
+    or holds no usable results; a group whose runs' experiment settings differ (one message naming the kind, the
+    fields and each run's value); no group found in two or more DIRs (nothing to set side by side; the damaged
+    files are named then).
     """
     if len(dirs) < 2:
         raise ValueError(f"merge: {len(dirs)} folder given; expected two or more results folders")
@@ -134,9 +192,9 @@ def merge(dirs) -> dict:
     twice = sorted({str(d) for d, r in zip(dirs, resolved) if resolved.count(r) > 1})
     if twice:
         raise ValueError(f"merge: {', '.join(twice)} given twice; expected each results folder once")
-    groups = {}
+    groups, damaged = {}, []
     for i, d in enumerate(dirs):
-        for r in find_runs(d):
+        for r in find_runs(d, damaged):
             r["dir"] = str(d)
             r["index"] = i
             groups.setdefault((r["kind"], r["rel"]), []).append(r)
@@ -156,9 +214,10 @@ def merge(dirs) -> dict:
         raise ValueError("; ".join(problems) + "; merge sets side by side only runs of the same experiment")
     joined = {k: v for k, v in groups.items() if len(v) >= 2}
     if not joined:
-        found = ", ".join(f"{k} ({r}) in {v[0]['dir']}" for (k, r), v in groups.items())
-        raise ValueError(f"merge: no results found in two or more of the folders (found: {found}); expected the "
-                         "same command's results from each machine")
+        found = ", ".join(f"{k} ({r}) in {v[0]['dir']}" for (k, r), v in groups.items()) or "nothing usable"
+        aside = f"; set aside as damaged: {_damaged_list(damaged)}" if damaged else ""
+        raise ValueError(f"merge: no results found in two or more of the folders (found: {found}){aside}; expected "
+                         "the same command's results from each machine")
     out_runs, out_groups = [], []
     for (kind, rel), runs in joined.items():
         env_fields = environment_differs(runs)
@@ -170,7 +229,8 @@ def merge(dirs) -> dict:
                              "environment": _env(r), "differs": _label_of(_env(r), env_fields)})
         out_groups.append(_side_by_side(kind, rel, runs, labels, env_fields))
     single = [{"kind": k, "rel": r, "dir": v[0]["dir"]} for (k, r), v in groups.items() if len(v) < 2]
-    return {"runs": out_runs, "groups": out_groups, "single": single}
+    return {"runs": out_runs, "groups": out_groups, "single": single,
+            "damaged": [{**d, "path": str(d["path"])} for d in damaged]}
 
 
 def _side_by_side(kind: str, rel: str, runs: list, labels: list, env_fields: list) -> dict:
@@ -236,19 +296,28 @@ def markdown(merged: dict) -> str:
         out.append(markdown_table(head, body))
     for s in merged["single"]:
         out.append(f"- {s['kind']} ({s['rel']}) only in {s['dir']}: nothing to set beside it.")
+    if merged.get("damaged"):
+        out.append("\n## Set aside as damaged\n")
+        out.append("These results files could not be used and are not in the tables above (left as they are):\n")
+        out += [f"- {d['path']}: {d['problem']}" for d in merged["damaged"]]
     return "\n".join(out) + "\n"
 
 
 def run(args) -> int:
-    """`gelulab merge`: write merge.md and merge.json into --out; returns 0. Raises ValueError (exit 2, one
-    line) for a missing folder, runs of different settings, or nothing to merge, before anything is written."""
+    """`gelulab merge`: write merge.md and merge.json into --out; returns 0. Each damaged results file set aside is
+    one line on stderr. Raises ValueError (exit 2, one line) for a missing folder, runs of different settings, or
+    nothing (usable) to merge, before anything is written."""
+    from gelulab.core.lock import hold
+    from gelulab.core.output import check_writable
+
+    out = check_writable(args.out)  # before any input is read
     merged = merge(args.dirs)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: exists and is not a folder")
+    for d in merged["damaged"]:
+        print(f"merge: {d['path']} is damaged ({d['problem']}); set aside, not merged", file=sys.stderr)
     text = markdown(merged)
-    atomic_write_text(out / "merge.md", text)
-    write_json(out / "merge.json", merged)
+    with hold(out):  # one run at a time in --out
+        atomic_write_text(out / "merge.md", text)
+        write_json(out / "merge.json", merged)
     for g in merged["groups"]:
         print(f"{g['kind']} ({g['rel']}): runs {', '.join(g['runs'])}, {len(g['rows'])} rows, {g['differ']} differ; "
               f"environments differ in {', '.join(g['environment_differs']) or 'nothing recorded'}")

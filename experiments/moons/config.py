@@ -15,11 +15,14 @@ training):
 * the one Adam update formula of the matched regime (`adam_step`, Kingma & Ba 2015, Algorithm 1) with its
   bias-correction tables.
 
-A `MoonsConfig` is validated on construction: a bad field raises ValueError naming it, before any training.
+A `MoonsConfig` is validated on construction: a bad field raises ValueError naming it, before any training,
+and so does a configuration whose arrays could not fit in this machine's memory (`memory_needed`,
+`machine_memory`): the sizes are checked before anything is allocated.
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -116,6 +119,9 @@ class MoonsConfig:
             raise ValueError("hidden=(): expected at least one hidden layer width")
         for w in self.hidden:
             _check_int("hidden", w, 1)
+        if not self.seeds:
+            raise ValueError("seeds=(): expected at least one seed")
+        check_memory(self)
         if not _is_real(self.lr) or not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr={self.lr!r}: expected a finite number > 0")
         for name in ("beta1", "beta2"):
@@ -124,8 +130,6 @@ class MoonsConfig:
                 raise ValueError(f"{name}={v!r}: expected 0 <= {name} < 1 (Kingma & Ba 2015, Algorithm 1)")
         if not _is_real(self.eps) or not self.eps > 0 or not math.isfinite(self.eps):
             raise ValueError(f"eps={self.eps!r}: expected a finite number > 0")
-        if not self.seeds:
-            raise ValueError("seeds=(): expected at least one seed")
         for s in self.seeds:
             _check_int("seeds", s, 0)
         if len(set(self.seeds)) != len(self.seeds):
@@ -206,6 +210,152 @@ def _check_choices(name: str, values: tuple, allowed: tuple) -> None:
             raise ValueError(f"{name}: unknown value {v!r}; expected some of {list(allowed)}")
     if len(set(values)) != len(values):
         raise ValueError(f"{name}={values!r}: a value appears twice")
+
+
+# ------------------------------------------------------------------------------------------- memory
+
+
+FLOAT_BYTES = 8  # the numpy arrays of a group are float64 whatever the study dtype (train_spec)
+# per parameter and seed while a group trains: the initial value, the parameter, its gradient, Adam's two moments
+PARAMETER_COPIES = 5
+# the fields whose size drives a group's memory, in the order a message names them
+_SIZE_FIELDS = ("n_samples", "hidden", "epochs", "seeds", "batch_size", "grid_size")
+
+
+def memory_needed(cfg: MoonsConfig) -> int:
+    """A lower bound, in bytes, of the memory one training group of `cfg` holds (every seed of one arm trained at
+    once, as study.train_groups does), counting only the arrays that are certain to exist:
+
+    * data: per seed the drawn points and labels, float64 (n_samples x 3), twice (the split copy and the seed
+      stack), and the decision grid (grid_size^2 x 2), twice;
+    * batch orders: per seed epochs x steps_per_epoch x batch_size int32, twice (per seed and stacked); Adam's bias
+      corrections: 3 float64 tables of epochs x steps_per_epoch; the loss curves: epochs x 2 float64 per seed;
+    * parameters: per seed (fan_in + 1) x fan_out float64 per dense layer, PARAMETER_COPIES times;
+    * activations: per seed one layer's pre-activation and activation over the train set or the decision grid
+      (the larger), and a minibatch's activations of every layer three times (forward, activation, gradient).
+
+    The frameworks' own copies (casts to the study dtype, compiled buffers) come on top. Pure arithmetic on the
+    sizes (Python integers, no overflow); allocates nothing."""
+    n_train, _, _ = split_sizes(cfg.n_samples, cfg.val_fraction, cfg.test_fraction)
+    return _memory(len(cfg.seeds), cfg.n_samples, n_train, cfg.hidden, cfg.epochs, cfg.batch_size, cfg.grid_size)
+
+
+def _memory(n_seeds: int, n_samples: int, n_train: int, hidden, epochs: int, batch_size: int,
+            grid_size: int) -> int:
+    n_train = max(n_train, 1)
+    steps = -(-n_train // max(batch_size, 1))
+    points = grid_size ** 2
+    widths = tuple(hidden)
+    layers = list(zip((2, *widths), (*widths, 1)))
+    per_seed = (
+        2 * FLOAT_BYTES * (3 * n_samples + 2 * points)
+        + 2 * 4 * epochs * steps * batch_size + 2 * FLOAT_BYTES * epochs
+        + PARAMETER_COPIES * FLOAT_BYTES * sum((fan_in + 1) * fan_out for fan_in, fan_out in layers)
+        + 2 * FLOAT_BYTES * max(n_train, points) * max(widths, default=1)
+        + 3 * FLOAT_BYTES * batch_size * sum(widths)
+    )
+    return n_seeds * per_seed + 3 * FLOAT_BYTES * epochs * steps
+
+
+def machine_memory() -> int | None:
+    """The memory this process may use, in bytes: the machine's physical memory (psutil when installed, else
+    os.sysconf's SC_PHYS_PAGES x SC_PAGE_SIZE), or the container's limit (cgroup v2 memory.max, v1
+    memory.limit_in_bytes) when that is lower; None where neither can be read."""
+    total = None
+    try:
+        import psutil
+
+        total = int(psutil.virtual_memory().total)
+    except (ImportError, OSError, AttributeError):
+        try:
+            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            total = None
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit_file) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) > 0:
+            total = int(text) if total is None else min(total, int(text))
+            break
+    return total if total and total > 0 else None
+
+
+def format_bytes(n: int) -> str:
+    """A byte count in binary units, three significant digits: 1536 -> "1.5 KiB", 4e14 -> "364 TiB"; beyond
+    1024 EiB in bytes ("8e+24 bytes")."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(units) - 1:
+        value, unit = value / 1024, unit + 1
+    if unit == 0:
+        return f"{int(n)} bytes"
+    return f"{value:.3g} {units[unit]}" if value < 1024 else f"{float(n):.3g} bytes"
+
+
+def check_memory(cfg: MoonsConfig, available: int | None = None) -> None:
+    """Raise ValueError when one training group of `cfg` needs more memory (memory_needed) than this machine has
+    (`available`, default machine_memory(); nothing is checked when it cannot be read). The message names the
+    size field that drives the need (the one whose default value would shrink it most), the bytes needed and the
+    bytes the machine has."""
+    available = machine_memory() if available is None else available
+    needed = memory_needed(cfg)
+    if available is None or needed <= available:
+        return
+    n_train = split_sizes(cfg.n_samples, cfg.val_fraction, cfg.test_fraction)[0]
+    d = {f.name: f.default for f in fields(MoonsConfig)}
+    sizes = {"n_samples": cfg.n_samples, "n_train": n_train, "hidden": cfg.hidden, "epochs": cfg.epochs,
+             "seeds": len(cfg.seeds), "batch_size": cfg.batch_size, "grid_size": cfg.grid_size}
+    defaults = {"n_samples": d["n_samples"], "hidden": d["hidden"], "epochs": d["epochs"],
+                "seeds": len(d["seeds"]), "batch_size": d["batch_size"], "grid_size": d["grid_size"]}
+
+    def with_default(name):
+        s = {**sizes, name: defaults[name]}
+        if name == "n_samples":
+            s["n_train"] = split_sizes(s["n_samples"], cfg.val_fraction, cfg.test_fraction)[0]
+        return _memory(s["seeds"], s["n_samples"], s["n_train"], s["hidden"], s["epochs"], s["batch_size"],
+                       s["grid_size"])
+
+    culprit = min(_SIZE_FIELDS, key=with_default)
+    value = len(cfg.seeds) if culprit == "seeds" else getattr(cfg, culprit)
+    shown = f"{value} seeds" if culprit == "seeds" else f"{culprit}={value!r}"
+    raise ValueError(f"{shown}: one training group ({len(cfg.seeds)} seeds x {cfg.n_samples} samples, hidden "
+                     f"{_short(cfg.hidden)}, {cfg.epochs} epochs) needs at least {format_bytes(needed)} of memory; "
+                     f"this machine has {format_bytes(available)}")
+
+
+def check_seed_count(name: str, n: int, available: int | None = None) -> None:
+    """Raise ValueError when `n` seeds cannot fit in this machine's memory even in the smallest study (20 samples,
+    one hidden unit, one epoch): refuses a seed count before its list of seeds is built. `name` is how the
+    message names the value: an option ("--seeds") or a file's key ("[base] seeds")."""
+    available = machine_memory() if available is None else available
+    needed = _memory(n, 20, 14, (1,), 1, 1, 2)
+    if available is not None and needed > available:
+        shown = f"{name} {n}" if name.startswith("--") else f"{name} = {n}"  # an option, or a file's key
+        raise ValueError(f"{shown}: {n} seeds need at least {format_bytes(needed)} of memory in one training "
+                         f"group; this machine has {format_bytes(available)}")
+
+
+def check_depth(depth, width, n_seeds: int, available: int | None = None) -> None:
+    """Raise ValueError for a depth or width that is not an integer >= 1, or when `depth` hidden layers of `width`
+    units cannot fit in this machine's memory for `n_seeds` seeds (their parameters alone, PARAMETER_COPIES
+    float64 each, and the list of widths): refuses a grid cell before its list of layer widths is built."""
+    for name, v in (("depth", depth), ("width", width)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name}: {v!r} is not allowed; expected an integer >= 1")
+    available = machine_memory() if available is None else available
+    needed = (max(n_seeds, 1) * PARAMETER_COPIES * FLOAT_BYTES * ((depth - 1) * (width + 1) * width + 4 * width + 1)
+              + 8 * depth)
+    if available is not None and needed > available:
+        raise ValueError(f"depth {depth}, width {width}: the parameters of {max(n_seeds, 1)} seeds need at least "
+                         f"{format_bytes(needed)} of memory; this machine has {format_bytes(available)}")
+
+
+def _short(hidden) -> str:
+    text = ",".join(str(w) for w in hidden[:4])
+    return text + (f",... ({len(hidden)} layers)" if len(hidden) > 4 else "")
 
 
 def split_sizes(n_samples: int, val_fraction: float, test_fraction: float) -> tuple[int, int, int]:

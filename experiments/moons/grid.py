@@ -18,18 +18,20 @@ is one MoonsConfig: today's study (arms, seeds, backends, the matched regime) wi
     [report]
     heatmap = ["depth", "lr"]   # the two axes of every heatmap (default: the first two axes that vary)
 
-Files are read with the standard library's tomllib. Every cell is validated (MoonsConfig) before any training;
-a bad value raises ValueError naming the key, the value and what was expected.
+Files are read with the standard library's tomllib. Every value is type-checked and every cell validated
+(MoonsConfig, its memory included) before any training; a bad value raises ValueError naming the key's path
+(`[axes] depth[0] = [1]: expected an integer >= 1`), the value and what was expected.
 """
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import tomllib
 
-from gelulab.experiments.moons.config import MoonsConfig
+from gelulab.experiments.moons.config import MoonsConfig, check_depth, check_seed_count
 
 AXES = ("depth", "width", "lr", "batch_size", "epochs", "dataset", "noise", "dtype")
 AXIS_LABELS = {"depth": "hidden layers", "width": "width", "lr": "learning rate", "batch_size": "batch size",
@@ -43,6 +45,8 @@ DEFAULT_AXES = {"depth": (2,), "width": (32,), "lr": (1e-3,), "batch_size": (32,
 # decision-boundary grid), so that a grid of dozens of cells stays affordable; seeds and arms are the study's.
 BASE_DEFAULTS = {"n_samples": 1000, "compare_dtype": None, "grid_size": 20}
 _FLOAT_AXES = ("lr", "noise")  # an integer value (noise = [0]) is read as the float it means
+_INT_AXES = ("depth", "width", "batch_size", "epochs")
+_STR_AXES = ("dataset", "dtype")
 # MoonsConfig fields that the axes set (a [base] table may not set them)
 _AXIS_FIELDS = ("hidden", "lr", "batch_size", "epochs", "dataset", "noise", "dtype")
 
@@ -105,8 +109,13 @@ class GridSpec:
         axes = {}
         for a in AXES:
             values = self.axes.get(a, DEFAULT_AXES[a])
+            if isinstance(values, dict):
+                raise ValueError(f"[axes] {a} = {_shown(values)}: expected a list of values")  # noqa: TRY004 - bad input
             if isinstance(values, (str, bytes, int, float)) or not hasattr(values, "__iter__"):
                 values = (values,)
+            values = tuple(values)
+            for i, v in enumerate(values):
+                _check_axis_value(a, i, v)
             values = tuple(float(v) if a in _FLOAT_AXES and isinstance(v, int) and not isinstance(v, bool) else v
                            for v in values)
             if not values:
@@ -115,6 +124,8 @@ class GridSpec:
                 raise ValueError(f"grid axis {a} = {list(values)}: a value appears twice")
             axes[a] = values
         object.__setattr__(self, "axes", axes)
+        if not isinstance(self.base, dict):
+            raise ValueError(f"base = {_shown(self.base)}: expected a table ([base])")  # noqa: TRY004 - bad input
         names = {f.name for f in fields(MoonsConfig)}
         bad = sorted(k for k in self.base if k not in names or k in _AXIS_FIELDS)
         if bad:
@@ -124,16 +135,32 @@ class GridSpec:
         if isinstance(base.get("seeds"), int) and not isinstance(base["seeds"], bool):
             if base["seeds"] < 1:
                 raise ValueError(f"grid [base] seeds = {base['seeds']}: expected at least 1 (or a list of seeds)")
+            check_seed_count("[base] seeds", base["seeds"])  # before the list of seeds is built
             base["seeds"] = tuple(range(base["seeds"]))
+        elif isinstance(base.get("seeds"), list):
+            if len(base["seeds"]) > 0:
+                check_seed_count("[base] seeds", len(base["seeds"]))
+            for i, v in enumerate(base["seeds"]):
+                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                    raise ValueError(f"[base] seeds[{i}] = {_shown(v)}: expected an integer >= 0")
         if base.get("compare_dtype") == "none":
             base["compare_dtype"] = None
         object.__setattr__(self, "base", base)
         if self.backends is not None:
-            if isinstance(self.backends, str) or not hasattr(self.backends, "__iter__"):
-                raise ValueError(f"grid backends = {self.backends!r}: expected a list of backend names")
+            if isinstance(self.backends, (str, dict)) or not hasattr(self.backends, "__iter__"):
+                raise ValueError(f"grid backends = {_shown(self.backends)}: expected a list of backend names")
+            for i, v in enumerate(self.backends):
+                if not isinstance(v, str):
+                    raise ValueError(f"backends[{i}] = {_shown(v)}: expected a backend name (a string)")  # noqa: TRY004 - bad input
             object.__setattr__(self, "backends", tuple(self.backends) or None)
         if self.heatmap is not None:
+            if isinstance(self.heatmap, (str, dict)) or not hasattr(self.heatmap, "__iter__"):
+                raise ValueError(f"[report] heatmap = {_shown(self.heatmap)}: expected a list of two different "
+                                 f"axes of {list(AXES)}")
             hm = tuple(self.heatmap)
+            for i, v in enumerate(hm):
+                if not isinstance(v, str):
+                    raise ValueError(f"[report] heatmap[{i}] = {_shown(v)}: expected an axis name of {list(AXES)}")  # noqa: TRY004 - bad input
             if len(hm) != 2 or len(set(hm)) != 2 or not all(a in AXES for a in hm):
                 raise ValueError(f"grid [report] heatmap = {list(hm)}: expected two different axes of {list(AXES)}")
             object.__setattr__(self, "heatmap", hm)
@@ -161,9 +188,7 @@ class GridSpec:
             coords = dict(zip(AXES, combo))
             try:
                 depth, width = coords["depth"], coords["width"]
-                for name, v in (("depth", depth), ("width", width)):
-                    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                        raise ValueError(f"{name}: {v!r} is not allowed; expected an integer >= 1")
+                check_depth(depth, width, _n_seeds(self.base))  # before the list of layer widths is built
                 cfg = MoonsConfig(**self.base, hidden=(width,) * depth,
                                   **{a: coords[a] for a in AXES if a not in ("depth", "width")})
             except (TypeError, ValueError) as e:
@@ -177,6 +202,34 @@ class GridSpec:
         return {"axes": {a: list(v) for a, v in self.axes.items()}, "base": base,
                 "backends": None if self.backends is None else list(self.backends),
                 "heatmap": None if self.heatmap is None else list(self.heatmap)}
+
+
+def _shown(v) -> str:
+    """A grid file's value as TOML-like text for a message (JSON's spelling; repr for what JSON cannot spell)."""
+    try:
+        return json.dumps(v, separators=(", ", " = ")) if not isinstance(v, dict) else (
+            "{" + ", ".join(f"{k} = {_shown(x)}" for k, x in v.items()) + "}")
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+def _n_seeds(base: dict) -> int:
+    """How many seeds a grid's cells train (MoonsConfig's default when [base] sets none; 1 for a value that is not
+    a list, which MoonsConfig then refuses)."""
+    seeds = base.get("seeds", next(f.default for f in fields(MoonsConfig) if f.name == "seeds"))
+    return len(seeds) if isinstance(seeds, (list, tuple)) else 1
+
+
+def _check_axis_value(axis: str, index: int, v) -> None:
+    """Raise ValueError naming `[axes] axis[index]` when v is not of the axis's type (integers >= 1 for the
+    sizes, numbers for lr and noise, names for dataset and dtype); ranges and names are MoonsConfig's to check."""
+    where = f"[axes] {axis}[{index}] = {_shown(v)}"
+    if axis in _INT_AXES and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+        raise ValueError(f"{where}: expected an integer >= 1")
+    if axis in _FLOAT_AXES and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+        raise ValueError(f"{where}: expected a number")
+    if axis in _STR_AXES and not isinstance(v, str):
+        raise ValueError(f"{where}: expected a name (a string)")
 
 
 def _fmt(v) -> str:
@@ -201,13 +254,13 @@ def parse_grid(text: str, source: str = "built-in default") -> GridSpec:
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ValueError(f"grid file {source}: unknown keys {unknown}; expected some of {sorted(allowed)}")
+    for name in ("base", "axes", "report"):
+        if not isinstance(data.get(name, {}), dict):
+            raise ValueError(f"grid file {source}: {name} = {_shown(data[name])}: expected a table ([{name}])")  # noqa: TRY004 - bad input
     report = data.get("report", {})
     bad = sorted(set(report) - {"heatmap"})
     if bad:
         raise ValueError(f"grid file {source}: unknown [report] keys {bad}; expected 'heatmap'")
-    for name in ("base", "axes", "report"):
-        if not isinstance(data.get(name, {}), dict):
-            raise ValueError(f"grid file {source}: {name} must be a table ([{name}])")  # noqa: TRY004 - bad input
     try:
         spec = GridSpec(axes=data.get("axes", {}), base=data.get("base", {}), backends=data.get("backends"),
                         heatmap=report.get("heatmap"), source=source)

@@ -65,6 +65,8 @@ def _check_no_study_options(args, add_study_arguments) -> None:
 def run(args, add_study_arguments) -> int:
     """`gelulab moons --grid [FILE]` / `--print-grid`. Returns the exit code (0; 130 when interrupted, the
     finished cells kept). Raises ValueError (exit 2) for a bad grid file or option, before any training."""
+    from gelulab.core.lock import hold
+    from gelulab.core.output import check_writable
     from gelulab.experiments.moons.grid import DEFAULT_GRID, load_grid
     from gelulab.experiments.moons.grid_report import markdown
     from gelulab.experiments.moons.grid_study import run_grid, write_grid_report
@@ -75,14 +77,15 @@ def run(args, add_study_arguments) -> int:
     _check_no_study_options(args, add_study_arguments)
     spec = load_grid(None if args.grid == BUILTIN else args.grid)
     out = DEFAULT_OUT if args.out is None else args.out
-    try:
-        results = run_grid(spec, out, args.backends, args.executor, args.jobs, args.address,
-                           progress=not args.no_progress)
-    except KeyboardInterrupt:
-        print(f"\ngelulab moons --grid: interrupted; the finished cells are stored in {out}: rerun the same "
-              "command to resume", file=sys.stderr)
-        return 130
-    paths = write_grid_report(results, out)
+    with hold(check_writable(out)):  # one run at a time in --out, from the first cell to the report
+        try:
+            results = run_grid(spec, out, args.backends, args.executor, args.jobs, args.address,
+                               progress=not args.no_progress)
+        except KeyboardInterrupt:
+            print(f"\ngelulab moons --grid: interrupted; the finished cells are stored in {out}: rerun the same "
+                  "command to resume", file=sys.stderr)
+            return 130
+        paths = write_grid_report(results, out)
     print(markdown(results, sections=("conclusions", "significant", "timing")))
     print("\n".join(f"wrote {p}" for p in paths.values()))
     return 0
