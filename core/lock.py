@@ -10,8 +10,8 @@ command line) naming that holder, before it computes anything, so two runs can n
 folder. The lock is released when the block ends, however it ends (an exception, Ctrl-C, SIGTERM turned into
 KeyboardInterrupt by the command line); the kernel releases it when the process dies (SIGKILL included), and the
 holder record such a process leaves behind is taken over by the next run with one note on stderr. A clean release
-empties the lock file (an empty file holds no one); a folder the hold created and left holding only the lock file
-is removed again.
+empties the lock file (an empty file holds no one) and removes it when this hold created it; a folder the hold
+created and left holding only the lock file is removed again.
 
 The same thread may hold one folder several times (a command's run and the library function it calls); another
 thread or process is refused. Where the file system offers no flock, the run goes on unlocked after one note.
@@ -119,6 +119,7 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
         raise FolderInUse(f"{option} {path} is in use by another thread of this process "
                           f"({describe(read_holder(path))}); wait for that run to end or use another {option}")
     created = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    fresh = not (path / LOCK_NAME).exists()  # no lock file before this hold: none is left after it
     path.mkdir(parents=True, exist_ok=True)
     previous: list[bytes] = []
 
@@ -160,17 +161,21 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
         with _held_guard:
             _held.pop(key, None)
         if locked:
-            _release(lock, path, created)
+            _release(lock, path, created, fresh)
         else:
             _remove_created(path, created)
 
 
-def _release(lock: filelock.FileLock, path: Path, created: list[Path]) -> None:
+def _release(lock: filelock.FileLock, path: Path, created: list[Path], fresh: bool) -> None:
     """Empty the lock file (no holder), unlock, and remove the folders this hold created when they hold nothing
-    else than the lock file (the lock file is unlinked while still held, so a run that opened it meanwhile finds
-    it gone and opens the path afresh). Never raises for the clean-up (the kernel releases the lock at exit)."""
+    else than the lock file; a lock file this hold created (`fresh`) is removed too, so a run leaves the folder
+    as it found it but for its results (the lock file is unlinked while still held, so a run that opened it
+    meanwhile finds it gone and opens the path afresh). Never raises for the clean-up (the kernel releases the
+    lock at exit)."""
     with contextlib.suppress(OSError):
         os.truncate(path / LOCK_NAME, 0)
+        if fresh:
+            (path / LOCK_NAME).unlink()
     try:
         _remove_created(path, created, rmdir=False)
         lock.release()
