@@ -1,28 +1,29 @@
 """`gelulab identify A [B]`: which GELU (or ReLU, SiLU) a callable computes, and whether two are the same.
 
-A and B are Python expressions that evaluate to a callable, e.g.
+A and B are expressions that give a callable, in a restricted form of Python: dotted names of torch, jax,
+tensorflow, keras, flax, transformers, numpy, scipy, math, functools and gelulab (aliases tf, np, jnp, F), calls
+with literal arguments, functools.partial and lambda over them, e.g.
 
     gelulab identify torch.nn.functional.gelu
     gelulab identify "torch.nn.GELU('tanh')" "functools.partial(jax.nn.gelu, approximate=True)"
-    gelulab identify "lambda x: x * torch.sigmoid(1.702 * x)" transformers.activations.QuickGELUActivation()
+    gelulab identify "lambda x: x * torch.sigmoid(1.702 * x)" "transformers.activations.QuickGELUActivation()"
     gelulab identify tf.nn.gelu keras.activations.gelu
 
-Every name the expression uses that is an importable module is imported first (torch before the others), and
-dotted names import their submodules (transformers.activations); the aliases tf (tensorflow), np (numpy),
-jnp (jax.numpy) and F (torch.nn.functional) are known. Exit code: 0, or 1 when A and B are not the same variant;
-2 for an expression that does not evaluate to a callable.
+Only the modules an expression names are imported (torch first), with the submodules its dotted names spell
+(transformers.activations); it is evaluated without Python's builtins (abs, min, max, float, int, bool, round and
+pow only). Other names (os, open, __import__), attributes starting with "_", attributes of file, process or import
+access (load, save, system, ...) and other constructs are refused before anything is imported, and a module
+outside those reached through an attribute (torch.os, gelulab.cli) before anything is called; --allow-python
+evaluates A and B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not the same
+variant; 2 for an expression that is refused or does not give a callable, or a callable that fails on the probe
+(the line names its exception and the array it was given).
 """
 from __future__ import annotations
 
 import argparse
-import ast
-import builtins
-import importlib
-import importlib.util
 import json
 
-ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy", "F": "torch.nn.functional"}
-_FIRST = ("torch",)  # imported before any other framework (importing TensorFlow first can break torch's import)
+from gelulab import identify_expression
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,73 +31,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.epilog = "\n\n".join(__doc__.split("\n\n")[1:])
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("a", metavar="A", help="Python expression giving the callable to identify")
+    parser.add_argument("a", metavar="A", help="expression giving the callable to identify")
     parser.add_argument("b", metavar="B", nargs="?", default=None,
                         help="a second callable: are A and B the same variant?")
     parser.add_argument("--framework", choices=("torch", "jax", "tensorflow", "numpy"), default=None,
                         help="array type fed to the callables (default: chosen from each callable)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(identify_expression.FLAG, dest="allow_python", action="store_true",
+                        help="evaluate A and B as Python with every builtin, importing any module they name: runs "
+                             "arbitrary Python code (only for expressions you wrote yourself)")
 
 
-def evaluate(expression: str):
-    """The value of a Python expression, with the modules it names imported (see the module docstring).
-    Raises ValueError naming the expression when it does not parse, fails, or is not callable."""
+def evaluate(expression: str, allow_python: bool = False):
+    """The callable an expression gives: the restricted form (identify_expression.evaluate), or any Python with
+    allow_python (identify_expression.evaluate_python, which runs arbitrary code). Raises ValueError naming the
+    expression (identify_expression.Refused for a construct outside the restricted form)."""
+    if allow_python:
+        return identify_expression.evaluate_python(expression)
+    return identify_expression.evaluate(expression)
+
+
+def _identify(expression: str, fn, framework):
+    """probe.identify(fn), its errors (a callable that cannot be called or fails on the probe) as ValueError
+    naming the expression."""
+    from gelulab.probe import CallableFailed, identify
+
     try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError as e:
-        raise ValueError(f"{expression!r} is not a Python expression ({e.msg}); expected e.g. "
-                         "torch.nn.functional.gelu or \"torch.nn.GELU('tanh')\"") from e
-    namespace = {"__builtins__": builtins}
-    def first(name):
-        return ALIASES.get(name.split(".")[0], name).split(".")[0] not in _FIRST, name
-
-    for name in sorted(_module_names(tree), key=first):
-        root = name.split(".")[0]
-        target = ALIASES.get(root, root)
-        if root not in namespace and _importable(target):
-            namespace[root] = importlib.import_module(target)
-        if root in ALIASES or root not in namespace:
-            continue
-        for depth in range(2, name.count(".") + 2):  # submodules: transformers.activations, flax.linen
-            sub = ".".join([target, *name.split(".")[1:depth]])
-            if _importable(sub):
-                importlib.import_module(sub)
-    try:  # the user's own expression, from their own command line
-        value = eval(compile(tree, "<identify>", "eval"), namespace)
-    except Exception as e:  # any failure of the expression is reported in one line
-        raise ValueError(f"{expression!r} failed: {type(e).__name__}: {e}") from e
-    if not callable(value):
-        raise ValueError(f"{expression!r} gives a {type(value).__name__}, not a callable")  # noqa: TRY004 - exit 2
-    return value
-
-
-def _module_names(tree) -> set[str]:
-    """Dotted names (a, a.b, a.b.c) read in the expression, lambda bodies included."""
-    names = set()
-    for node in ast.walk(tree):
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name):
-            names.add(".".join([node.id, *reversed(parts)]))
-    return names
-
-
-def _importable(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+        return identify(fn, framework=framework)
+    except CallableFailed as e:
+        raise ValueError(f"{expression!r}: {e.what}") from e
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{expression!r}: {str(e).removeprefix('identify: ')}") from e
 
 
 def run(args) -> int:
     """Identify A (and compare with B); print the result; returns 0, or 1 when A and B differ in variant.
-    Raises ValueError for an expression that is not a callable (the command line prints it, exit code 2)."""
-    from gelulab.probe import identify
+    Raises ValueError (the command line prints it, exit code 2) for an expression that is refused, fails or is not
+    a callable, and for a callable that cannot be called on an array or fails on the probe, naming the
+    expression."""
+    from gelulab.probe import compare
 
-    fns = [evaluate(e) for e in (args.a, args.b) if e is not None]
-    result = identify(*fns, framework=args.framework)
+    expressions = [e for e in (args.a, args.b) if e is not None]
+    fns = [evaluate(e, getattr(args, "allow_python", False)) for e in expressions]  # both before any probe
+    found = [_identify(e, fn, args.framework) for e, fn in zip(expressions, fns)]
+    result = found[0] if args.b is None else compare(*found)
     pairs = [(args.a, result)] if args.b is None else [(args.a, result.a), (args.b, result.b)]
     if args.json:
         out = {"callables": [_as_dict(e, r) for e, r in pairs]}

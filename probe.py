@@ -54,6 +54,16 @@ NEAR_TAIL = (-9.0, -3.0)  # where 1 + erf and 1 + tanh cancel in float32 (they r
 FLOAT64_GOAL = 1e-10
 
 
+class CallableFailed(ValueError):
+    """The callable under identification raised (ZeroDivisionError, MemoryError, ...) on the array it was given.
+    The message names the exception, the array (dtype, framework, shape) and the callable; `what` is the message
+    without the callable's name; the exception is the cause."""
+
+    def __init__(self, message: str, what: str):
+        super().__init__(message)
+        self.what = what
+
+
 @dataclass(frozen=True)
 class Fault:
     """A known-fault signature seen in the probe: name (e.g. "1+erf cancellation") and what was measured."""
@@ -134,14 +144,12 @@ def identify(fn, other=None, *, framework: str | None = None):
     a transformers activation module, a Keras layer), or a user's lambda. framework: "torch", "jax",
     "tensorflow" or "numpy" to force the array type fed to the callables (default: chosen per callable).
     Returns an Identification, or with `other` a Comparison of the two. Raises TypeError when a callable is not
-    callable or no imported framework can call it, ValueError when it returns another shape, an unknown framework.
+    callable or no imported framework can call it (naming what each one raised), CallableFailed (a ValueError)
+    when the callable raises on the probe (its exception is the cause), ValueError when it returns another shape,
+    an unknown framework.
     """
     if other is not None:
-        a, b = identify(fn, framework=framework), identify(other, framework=framework)
-        ya, yb = a.values, b.values
-        diff = np.abs(ya - yb) / np.maximum(1.0, np.abs(ya))
-        difference = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
-        return Comparison(a, b, a.variant is not None and a.variant == b.variant, difference)
+        return compare(identify(fn, framework=framework), identify(other, framework=framework))
     if not callable(fn):
         raise TypeError(f"identify: {fn!r} is not callable; expected a function or a layer")
     start = time.perf_counter()
@@ -165,6 +173,15 @@ def identify(fn, other=None, *, framework: str | None = None):
         faults = tuple(seen)
     return Identification(_short(fn), fw, variant, distances, tol, faults, d64, note64,
                           time.perf_counter() - start, y[:_N_SEP])
+
+
+def compare(a: Identification, b: Identification) -> Comparison:
+    """The Comparison of two identifications: same variant (False when either is None), and the largest
+    |f_a - f_b| / max(1, |f_a|) on the float32 separating points (inf where exactly one is NaN)."""
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a.values - b.values) / np.maximum(1.0, np.abs(a.values))
+    difference = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    return Comparison(a, b, a.variant is not None and a.variant == b.variant, difference)
 
 
 def tolerance() -> float:
@@ -220,18 +237,55 @@ def _framework(fn, forced: str | None) -> str:
     if hint is not None and (hint == "numpy" or hint in sys.modules):
         return hint
     sample = np.array([-1.0, 0.5], np.float32)
+    errors, own = {}, None
     for name in _TRIAL_ORDER:
         if name != "numpy" and name not in sys.modules:
             continue
         try:
             y = _raw_call(fn, name, sample)
-        except Exception:  # noqa: BLE001, S112 - a framework whose arrays fn cannot take is simply not this one
+        except Exception as e:  # noqa: BLE001 - a framework whose arrays fn cannot take is simply not this one
+            errors[name] = e
+            if own is None and not _wrong_array(e):
+                own = (name, e)
             continue
         _check_output(fn, y, sample)  # fn ran: a wrong shape or dtype is an error of fn, not of the framework
         return name
-    tried = [n for n in _TRIAL_ORDER if n == "numpy" or n in sys.modules]
+    if own is not None:  # e.g. ZeroDivisionError, MemoryError: the callable failed, whatever the array
+        raise _failed(fn, own[0], sample, own[1]) from own[1]
+    said = "; ".join(f"{n}: {_error_text(e, 80)}" for n, e in errors.items())
     raise TypeError(f"identify: {_short(fn)} could not be called on an array of any imported framework "
-                    f"(tried {', '.join(tried)}); import its framework or pass framework=")
+                    f"({said}); import its framework or pass framework=")
+
+
+# what a framework's function raises for another framework's array (or an array method it lacks) ...
+_WRONG_ARRAY = (TypeError, AttributeError, ValueError, RuntimeError, NotImplementedError)
+# ... and what says the callable itself failed, whatever the array (RecursionError is a RuntimeError)
+_OWN_FAILURES = (ArithmeticError, MemoryError, LookupError, RecursionError, AssertionError, NameError, OSError)
+_ARRAY_KINDS = {"numpy": "numpy array", "torch": "torch tensor", "jax": "jax array", "tensorflow": "tf tensor"}
+
+
+def _wrong_array(e: BaseException) -> bool:
+    """Whether an exception of a trial call says the array was of the wrong framework (TypeError and the like,
+    or a framework's own error class) rather than that the callable itself failed (_OWN_FAILURES, or an exception
+    class of no framework)."""
+    if isinstance(e, _OWN_FAILURES):
+        return False
+    module = type(e).__module__.split(".")[0]
+    return isinstance(e, _WRONG_ARRAY) or module in MODULE_FRAMEWORKS or module in ("jaxlib", "tensorflow")
+
+
+def _error_text(e: BaseException, limit: int = 200) -> str:
+    """"Type: message" in one line, the type the first public class of its MRO (numpy's _ArrayMemoryError is a
+    MemoryError), the message cut to `limit` characters."""
+    name = next((c.__name__ for c in type(e).__mro__ if not c.__name__.startswith("_")), type(e).__name__)
+    text = " ".join(str(e).split())
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return f"{name}: {text}" if text else name
+
+
+def _failed(fn, name: str, a: np.ndarray, e: BaseException) -> CallableFailed:
+    what = f"the callable raised {_error_text(e)} on a {a.dtype} {_ARRAY_KINDS[name]} of shape {a.shape}"
+    return CallableFailed(f"identify: {what} ({_short(fn)})", what)
 
 
 def _keras_backend() -> str:
@@ -258,9 +312,13 @@ def _to_numpy(y) -> np.ndarray:
 
 
 def _call(fn, name: str, a: np.ndarray) -> np.ndarray:
-    """fn on `a` as framework `name`'s array; the output as numpy (its dtype kept). Raises ValueError for another
-    shape, TypeError for a non-floating output."""
-    return _check_output(fn, _raw_call(fn, name, a), a)
+    """fn on `a` as framework `name`'s array; the output as numpy (its dtype kept). Raises CallableFailed when fn
+    raises, ValueError for another shape, TypeError for a non-floating output."""
+    try:
+        y = _raw_call(fn, name, a)
+    except Exception as e:  # whatever the user's callable raises is reported as its failure
+        raise _failed(fn, name, a, e) from e
+    return _check_output(fn, y, a)
 
 
 def _raw_call(fn, name: str, a: np.ndarray) -> np.ndarray:
@@ -287,7 +345,8 @@ def _float64(fn, name: str) -> tuple[dict[str, float] | None, str]:
     try:
         y = _call(fn, name, SEPARATING.astype(np.float64))
     except Exception as e:  # noqa: BLE001 - e.g. a module whose parameters are float32
-        return None, f"float64 input failed: {type(e).__name__}: {' '.join(str(e).split())[:120]}"
+        cause = e.__cause__ if isinstance(e, CallableFailed) and e.__cause__ is not None else e
+        return None, f"float64 input failed: {_error_text(cause, 120)}"
     if y.dtype != np.float64:
         return None, f"float64 input gave dtype {y.dtype}"
     refs = _references("float64")

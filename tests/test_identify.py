@@ -1,6 +1,7 @@
 """gelulab.identify and `gelulab identify`: the variant of every builtin of torch, jax, TensorFlow and Keras, of
 transformers' activation classes, of x sigmoid(1.702 x) and of functions that are none of them; the fault
-signatures; comparing two callables; the command line.
+signatures; comparing two callables; the command line, its restricted expressions (what they accept and refuse,
+and that a refused one imports and runs nothing) and a callable that raises.
 
 Expected variants come from each framework's documentation: torch.nn.functional.gelu (approximate='none' is
 x Phi(x), 'tanh' the tanh form), jax.nn.gelu (approximate=True by default: the tanh form), tf.nn.gelu and
@@ -18,16 +19,13 @@ import mpmath
 import numpy as np
 import pytest
 import readme_blocks
+from conftest import available, requires
 
-from gelulab import cli, identify
+from gelulab import cli, identify, identify_expression
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.probe import PROBE, SEPARATING, tolerance
+from gelulab.probe import PROBE, SEPARATING, CallableFailed, tolerance
 
 SILU = "silu" if "silu" in ACTIVATIONS else None  # SiLU is a variant once the catalogue has it
-
-
-def _have(name):
-    return importlib.util.find_spec(name) is not None
 
 
 def _cases():
@@ -106,8 +104,7 @@ def _cases():
 
 @pytest.mark.parametrize("need, factory, variant, seen, unseen", _cases())
 def test_identifies_the_documented_variant(need, factory, variant, seen, unseen):
-    if not _have(need):
-        pytest.skip(f"{need} is not installed")
+    requires(need)
     result = identify(factory())
     assert result.variant == variant, str(result)
     names = {f.name for f in result.faults}
@@ -139,7 +136,7 @@ def test_tolerance_is_an_eighth_of_the_tanh_exact_separation():
 
 
 def test_framework_is_chosen_from_the_callable():
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     assert identify(torch.nn.GELU()).framework == "torch"
     assert identify(torch.nn.functional.gelu).framework == "torch"
     assert identify(lambda x: x * torch.sigmoid(1.702 * x)).framework == "torch"  # numpy tried first, refused
@@ -151,7 +148,7 @@ def test_framework_is_chosen_from_the_callable():
 
 
 def test_two_callables_same_or_different():
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     same = identify(torch.nn.GELU("tanh"), lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
     assert same.same and same.a.variant == "gelu_tanh" and same.difference < 1e-6
     differ = identify(torch.nn.functional.gelu, torch.nn.GELU("tanh"))
@@ -161,8 +158,8 @@ def test_two_callables_same_or_different():
 
 
 def test_cross_framework_port_check():
-    pytest.importorskip("torch")
-    pytest.importorskip("jax")
+    requires("torch")
+    requires("jax")
     import jax
     import torch
 
@@ -184,13 +181,13 @@ def test_bad_callables():
 
 
 def test_readme_identify_block():
-    pytest.importorskip("torch")
-    pytest.importorskip("jax")
+    requires("torch")
+    requires("jax")
     readme_blocks.run("Identify")
 
 
 def test_command_line(capsys):
-    pytest.importorskip("torch")
+    requires("torch")
     assert cli.main(["identify", "torch.nn.GELU('tanh')"]) == 0
     assert "| gelu_tanh |" in capsys.readouterr().out
     assert cli.main(["identify", "F.gelu", "lambda x: 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))"]) == 0
@@ -201,3 +198,180 @@ def test_command_line(capsys):
     assert "is not a Python expression" in capsys.readouterr().err
     assert cli.main(["identify", "3"]) == 2
     assert "not a callable" in capsys.readouterr().err
+
+
+# --- the restricted expressions of `gelulab identify` --------------------------------------------------------------
+
+# (expression, what the refusal names): each is outside the restricted form of identify_expression's docstring
+REFUSED = [
+    ("__import__('os').system('touch X')", r"the name '__import__'"),
+    ("os.system('true')", r"the name 'os'"),
+    ("open('X', 'w')", r"the name 'open'"),
+    ("eval('1')", r"the name 'eval'"),
+    ("lambda x: getattr(x, 'y')", r"the name 'getattr'"),
+    ("numpy.tanh.__globals__", r"the attribute '__globals__'"),
+    ("functools.partial(numpy.tanh).func.__class__", r"the attribute '__class__'"),
+    ("numpy.load", r"the attribute 'load' \(file, process or import access\)"),
+    ("lambda x: numpy.savetxt('X', x)", r"the attribute 'savetxt'"),
+    ("lambda x: numpy.asarray(x).tofile('X')", r"the attribute 'tofile'"),
+    ("gelulab.cli.main", r"the module gelulab\.cli \(the attribute 'cli'\)"),
+    ("lambda x: np.lib.npyio.DataSource", r"the module numpy\.lib\.npyio"),
+    ("[t for t in ()]", r"a list comprehension"),
+    ("(t := 1)", r"an assignment expression \(:=\)"),
+    ("f'{1}'", r"an f-string"),
+    ("functools.partial(*())", r"a starred argument"),
+    ("functools.partial(numpy.tanh, **{})", r"a \*\* argument"),
+    ("lambda __x: 1", r"the parameter name '__x'"),
+    ("{1, 2}", r"a set display"),
+]
+
+
+@pytest.mark.parametrize("expression, what", REFUSED, ids=[e for e, _ in REFUSED])
+def test_restricted_expression_refuses_naming_the_construct_and_the_flag(expression, what):
+    with pytest.raises(identify_expression.Refused, match=what) as caught:
+        identify_expression.evaluate(expression)
+    text = str(caught.value)
+    assert "\n" not in text and "--allow-python evaluates it as Python, which runs arbitrary code" in text
+
+
+def test_restricted_expression_refuses_modules_outside_the_allowed_ones():
+    requires("torch")
+    with pytest.raises(identify_expression.Refused, match=r"the module os \(the attribute 'os'\)"):
+        identify_expression.evaluate("torch.os.getcwd")
+    with pytest.raises(identify_expression.Refused, match=r"the module builtins"):  # torch imports builtins
+        identify_expression.evaluate("lambda x: torch.builtins.getattr(x, 'y')")  # refused before any call
+    with pytest.raises(identify_expression.Refused, match=r"the module torch\.utils"):
+        identify_expression.evaluate("torch.utils.checkpoint.checkpoint")
+
+
+def test_restricted_expression_accepts_names_calls_partial_and_lambda():
+    import functools as ft
+
+    import scipy.special
+
+    import gelulab
+
+    evaluate = identify_expression.evaluate
+    assert evaluate("numpy.tanh") is np.tanh and evaluate("np.tanh") is np.tanh
+    assert evaluate("scipy.special.erf") is scipy.special.erf
+    f = evaluate("functools.partial(gelulab.gelu, approximate='tanh')")
+    assert isinstance(f, ft.partial) and f.func is gelulab.gelu and f.keywords == {"approximate": "tanh"}
+    # values from the formula itself, in plain Python
+    assert evaluate("lambda x: x / (1 + np.exp(-1.702 * x))")(1.0) == pytest.approx(1 / (1 + math.exp(-1.702)))
+    assert evaluate("lambda x, a=1.702: x * scipy.special.expit(a * x)")(2.0) == pytest.approx(
+        2 / (1 + math.exp(-3.404)))
+    assert evaluate("lambda x: numpy.where(x > 0, x, 0.0)")(np.array([-1.0, 2.0])).tolist() == [0.0, 2.0]
+    assert evaluate("lambda x: max(0.0, x) if x > -1 else -abs(x)")(-3.0) == -3.0  # the safe builtins
+    assert evaluate("lambda numpy: numpy * 2")(3) == 6  # a parameter shadows the module
+    assert evaluate("lambda x: x[..., 0:1] * 1")(np.array([4.0, 5.0])).tolist() == [4.0]
+    if available("transformers"):
+        assert evaluate("transformers.activations.ClippedGELUActivation(-10, 10)").min == -10  # a negative literal
+
+
+def test_restricted_expression_torch_forms():
+    torch = requires("torch")
+    evaluate = identify_expression.evaluate
+    assert evaluate("torch.nn.functional.gelu") is torch.nn.functional.gelu is evaluate("F.gelu")
+    assert evaluate("torch.nn.GELU(approximate='tanh')").approximate == "tanh"  # torch.nn.GELU's own attribute
+    f = evaluate("functools.partial(torch.nn.functional.gelu, approximate='tanh')")
+    assert f.func is torch.nn.functional.gelu and f.keywords == {"approximate": "tanh"}
+    y = evaluate("lambda x: x * torch.sigmoid(1.702 * x)")(torch.tensor([1.0], dtype=torch.float64))
+    assert float(y) == pytest.approx(1 / (1 + math.exp(-1.702)), rel=1e-15)
+
+
+def _python(code: str, cwd) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300,
+                       env={**os.environ, "GELULAB_BACKEND": os.environ.get("GELULAB_BACKEND", "numpy")},
+                       check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_refused_expression_imports_and_runs_nothing(tmp_path):
+    code = """if True:
+        import json, sys
+        from gelulab import identify_expression as ie
+        out = {}
+        for e in ("lambda x: torch.sigmoid(x) + os.getcwd()", "jax.nn.gelu(open('X', 'w'))",
+                  "__import__('os').system('touch X')"):
+            try:
+                ie.evaluate(e)
+            except ie.Refused as r:
+                out[e] = str(r)
+        ie.evaluate("numpy.tanh")
+        out["modules"] = [m for m in ("torch", "jax", "tensorflow", "scipy.special") if m in sys.modules]
+        print(json.dumps(out))
+    """
+    out = _python(code, tmp_path)
+    assert out["modules"] == []  # refused before any import; numpy.tanh imports numpy only
+    assert "the name 'os'" in out["lambda x: torch.sigmoid(x) + os.getcwd()"]
+    assert "the name 'open'" in out["jax.nn.gelu(open('X', 'w'))"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_command_line_runs_python_only_with_the_flag(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    def gelulab(*argv):
+        return subprocess.run([sys.executable, "-m", "gelulab", "identify", *argv], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300, check=False,
+                              env={**os.environ, "GELULAB_BACKEND": os.environ.get("GELULAB_BACKEND", "numpy")})
+
+    p = gelulab("__import__('os').system('touch X')")
+    assert p.returncode == 2 and list(tmp_path.iterdir()) == []
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "the name '__import__' is not accepted" in p.stderr and "--allow-python" in p.stderr
+    p = gelulab("__import__('os').system('touch X')", "--allow-python")  # the flag evaluates it as Python
+    assert (tmp_path / "X").exists()
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("gives a int, not a callable")
+
+
+def test_help_says_the_flag_runs_arbitrary_python(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["identify", "--help"])
+    assert "--allow-python evaluate A and B as Python with every builtin, importing any module they name: runs " \
+           "arbitrary Python code" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_callable_that_raises_is_reported_as_its_failure():
+    with pytest.raises(CallableFailed, match=r"^identify: the callable raised ZeroDivisionError: division by zero "
+                                             r"on a float32 numpy array of shape \(2,\) \(<function"):
+        identify(lambda x: 1 / 0)
+
+    def out_of_memory(x):
+        raise MemoryError("Unable to allocate 8.00 TiB")
+
+    with pytest.raises(CallableFailed, match=r"the callable raised MemoryError: Unable to allocate 8\.00 TiB on a "
+                                             r"float32 numpy array of shape \(2,\)"):
+        identify(out_of_memory)
+
+    def fails_on_the_probe(x):  # takes the two-point trial array, fails on the probe itself
+        if x.size > 2:
+            raise ArithmeticError("too many points")
+        return x * 1
+
+    with pytest.raises(CallableFailed, match=rf"ArithmeticError: too many points on a float32 numpy array of shape "
+                                             rf"\({PROBE.size},\)") as caught:
+        identify(fails_on_the_probe)
+    assert isinstance(caught.value.__cause__, ArithmeticError)
+
+
+def test_command_line_callable_failures_are_one_line(capsys):
+    assert cli.main(["identify", "lambda x: 1/0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [("gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by "
+                    "zero on a float32 numpy array of shape (2,)")]
+    assert cli.main(["identify", "lambda x: numpy.ones(2**50)"]) == 2  # 8 PiB: numpy raises MemoryError
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the callable raised MemoryError: Unable to allocate" in err[0]
+    assert cli.main(["identify", "lambda x: x.no_such_method()"]) == 2  # a TypeError of the probe, one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not be called on an array of any imported framework (numpy: AttributeError" \
+        in err[0]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import shutil
 import numpy as np
 import pytest
 import scipy.stats
+from conftest import requires
 
 from gelulab.backends import capabilities, get_backend, selected_backends
 from gelulab.core.activations import ACTIVATIONS
@@ -39,8 +39,6 @@ SENTENCES = [
 HF_NAME = {k: a.hf_names[0] for k, a in ACTIVATIONS.items() if a.hf_names}
 KEYS = list(HF_NAME)
 EMBEDDING_TOL = 1e-5  # issue 6: float32 sentence embeddings agree within 1e-5
-
-HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +72,7 @@ def outputs(pretrained, tokens):
 @pytest.fixture(scope="module")
 def hf_outputs(pretrained, tokens):
     """transformers' BertModel on SENTENCES with each activation, {key: hidden states}; skipped without it."""
-    if not HAS_TRANSFORMERS:
-        pytest.skip("transformers is not installed (optional test dependency: pip install -c constraints.txt "
-                    "-e '.[swap]')")
+    requires("transformers")
     import torch
     from transformers import BertModel
     from transformers.activations import ACT2FN
@@ -235,6 +231,7 @@ def test_tokenize_follows_vocab_txt(pretrained):
 # --- encoders ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_needs("bert")  # the backends with a BERT encoder
 @pytest.mark.parametrize("key", KEYS)
 def test_encoder_matches_transformers(backend_name, key, outputs, hf_outputs, tokens):
     _, mask = tokens
@@ -248,9 +245,10 @@ def test_encoder_matches_transformers(backend_name, key, outputs, hf_outputs, to
                                atol=EMBEDDING_TOL)
 
 
+@pytest.mark.backend_needs("bert")  # the backends with a BERT encoder
 @pytest.mark.parametrize("key", list(ACTIVATIONS))
 def test_encoders_agree_with_each_other(backend_name, key, outputs, tokens):
-    others = [n for n in selected_backends() if n != backend_name]
+    others = [n for n in selected_backends() if n != backend_name and "bert" in capabilities(n).modules]
     if not others:
         pytest.skip("only one backend selected: nothing to compare with (GELULAB_BACKEND)")
     _, mask = tokens
@@ -260,6 +258,7 @@ def test_encoders_agree_with_each_other(backend_name, key, outputs, tokens):
         np.testing.assert_allclose(mine, theirs, rtol=0, atol=EMBEDDING_TOL, err_msg=f"{backend_name} vs {other}")
 
 
+@pytest.mark.backend_needs("bert")  # the backends with a BERT encoder
 def test_relu_swap_moves_embeddings_more_than_tanh(backend_name, outputs, tokens):
     _, mask = tokens
     emb = {k: bert.mean_pool(outputs(backend_name, k)[-1], mask) for k in ("gelu_none", "gelu_tanh", "relu")}
@@ -358,6 +357,7 @@ def test_generated_sentences_are_seeded_and_distinct():
 # --- fine-tune and command --------------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_needs("bert")  # the backends with a BERT encoder
 @pytest.mark.slow
 def test_finetune_lowers_distillation_loss(backend_name, pretrained):
     mod = swap.encoder_module(backend_name)
@@ -389,12 +389,42 @@ def _args(*argv):
     return parser.parse_args(list(argv))
 
 
-def test_bad_options_fail_before_loading(monkeypatch):
+# (options, the refusal): every size option bounded, the learning rate finite and positive, as moons' options are
+BAD_OPTIONS = [
+    (["--finetune", "--lr", "inf"], r"^--lr inf: expected a finite number > 0"),
+    (["--finetune", "--lr", "nan"], r"^--lr nan: expected a finite number > 0"),
+    (["--lr=-1e-4"], r"^--lr -0\.0001: expected a finite number > 0"),
+    (["--lr", "0"], r"^--lr 0\.0: expected a finite number > 0"),
+    (["--finetune", "--steps", "0"], r"^--steps 0: expected an integer from 1 to 100000$"),
+    (["--steps", "100000000000"], r"^--steps 100000000000: expected an integer from 1 to 100000$"),
+    (["--batch-size", "0"], r"^--batch-size 0: expected an integer from 1 to 1024$"),
+    (["--batch-size", "100000000000"], r"^--batch-size 100000000000: expected an integer from 1 to 1024$"),
+    (["--train-sentences", "100000000000"], r"^--train-sentences 100000000000: expected an integer from 1 to "),
+    (["--finetune-batch", "0"], r"^--finetune-batch 0: expected an integer from 1 to 1024"),
+    (["--finetune-batch", "64", "--train-sentences", "32"],
+     r"^--finetune-batch 64: expected an integer from 1 to 32 \(and at most --train-sentences=32\)$"),
+    (["--seed", "-1"], r"^--seed -1: expected an integer from 0 to 4294967295$"),
+    (["--activations", "relu,swish"], r"unknown activation 'swish'"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_bad_options_fail_before_loading(argv, message, monkeypatch, tmp_path):
     monkeypatch.setattr(bert, "load_pretrained", lambda *a: pytest.fail("loaded the model"))
-    with pytest.raises(ValueError, match="--steps=0"):
-        swap.run(_args("--finetune", "--steps", "0", "--backends", "numpy"))
-    with pytest.raises(ValueError, match="unknown activation 'swish'"):
-        swap.run(_args("--activations", "relu,swish", "--backends", "numpy"))
+    with pytest.raises(ValueError, match=message):
+        swap.run(_args(*argv, "--backends", "numpy", "--out", str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()  # refused before --out is touched
+
+
+def test_a_diverged_finetune_names_the_step_and_the_rate():
+    bert.check_losses([0.5, 0.25, 0.125], "torch relu", 1e-4)  # finite: nothing to say
+    with pytest.raises(ValueError, match=r"^the fine-tune of torch relu diverged: loss nan at step 2 of 3 with "
+                                         r"--lr 1000\.0; expected a smaller --lr"):
+        bert.check_losses([0.5, float("nan"), float("inf")], "torch relu", 1e3)
+    good = bert.Encoded(np.eye(2, dtype=np.float32), [])
+    bad = bert.Encoded(np.array([[1, 0], [np.nan, 0]], np.float32), [])
+    with pytest.raises(ValueError, match=r"^1 of 2 sentence embeddings are not finite"):
+        swap._measure(good, bad, {}, [])
 
 
 def test_swap_command_writes_report(tmp_path):
@@ -427,8 +457,7 @@ def _small_pairs(tmp_path):
 
 @pytest.mark.parametrize("key", ["relu", "gelu_tanh"])
 def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, pretrained, tokens, outputs):
-    if not HAS_TRANSFORMERS:
-        pytest.skip("transformers is not installed")
+    requires("transformers")
     model, records = hf.swapped_model(pretrained.directory, key, "formula", pretrained.config.layers)
     assert [r.path for r in records] == [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in range(6)]
     assert {(r.was, r.was_class, r.now) for r in records} == {
@@ -444,8 +473,7 @@ def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, 
 
 
 def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
-    if not HAS_TRANSFORMERS:
-        pytest.skip("transformers is not installed")
+    requires("transformers")
     out = tmp_path / "out"
     assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out))) == 0
@@ -464,8 +492,7 @@ def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
 
 @pytest.mark.slow
 def test_transformers_finetune_recovers(tmp_path):
-    if not HAS_TRANSFORMERS:
-        pytest.skip("transformers is not installed")
+    requires("transformers")
     out = tmp_path / "out"
     assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out), "--finetune", "--steps", "4", "--train-sentences", "16",
@@ -475,3 +502,137 @@ def test_transformers_finetune_recovers(tmp_path):
     assert ft["loss_last"] < ft["loss_first"]
     rows = {(r["backend"], r["stage"]): r for r in report["rows"] if r["activation"] == "relu"}
     assert rows["transformers", "fine-tuned"]["cos_mean"] > rows["transformers", "swapped"]["cos_mean"]
+
+
+# --- a model folder's config.json validated, and every file kept inside the folder --------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain_copy(pretrained, tmp_path_factory):
+    """config.json, model.safetensors and tokenizer.json of the model, copied into a folder without a manifest."""
+    folder = tmp_path_factory.mktemp("plain") / "bert"
+    folder.mkdir()
+    for name in bert.READ_FILES:
+        shutil.copy(pretrained.directory / name, folder / name)
+    return folder
+
+
+# (key, value, the refusal after "config.json "): sizes that are not positive integers, heads that do not divide
+# the hidden size (BERT splits the hidden vector across the heads), a position table shorter than the input
+CONFIG_CASES = [
+    ("num_hidden_layers", -1, r"num_hidden_layers=-1; expected an integer >= 1$"),
+    ("num_hidden_layers", 0, r"num_hidden_layers=0; expected an integer >= 1$"),
+    ("hidden_size", 0, r"hidden_size=0; expected an integer >= 1$"),
+    ("num_attention_heads", 0, r"num_attention_heads=0; expected an integer >= 1$"),
+    ("intermediate_size", 0, r"intermediate_size=0; expected an integer >= 1$"),
+    ("vocab_size", 0, r"vocab_size=0; expected an integer >= 1$"),
+    ("type_vocab_size", -2, r"type_vocab_size=-2; expected an integer >= 1$"),
+    ("max_position_embeddings", 128, r"max_position_embeddings=128; expected an integer >= 256$"),
+    ("hidden_size", 384.5, r"hidden_size=384\.5; expected an integer >= 1$"),
+    ("num_attention_heads", True, r"num_attention_heads=True; expected an integer >= 1$"),
+    ("num_attention_heads", 5, r"hidden_size=384 is not divisible by num_attention_heads=5; expected a multiple"),
+    ("layer_norm_eps", 0, r"layer_norm_eps=0; expected a finite number > 0$"),
+    ("layer_norm_eps", "1e-12", r"layer_norm_eps='1e-12'; expected a finite number > 0$"),
+    ("hidden_act", ["gelu"], r"hidden_act=\['gelu'\]; expected one of"),
+]
+
+
+@pytest.mark.parametrize("key, value, message", CONFIG_CASES, ids=[f"{k}={v!r}" for k, v, _ in CONFIG_CASES])
+def test_impossible_config_values_are_refused_naming_the_key(pretrained, key, value, message):
+    data = json.loads((pretrained.directory / "config.json").read_text())
+    assert key in data and data["hidden_size"] == 384  # the model's own config.json
+    data[key] = value
+    with pytest.raises(ValueError, match=rf"^config\.json {message}"):
+        bert.parse_config(data)
+
+
+def test_the_models_own_config_parses_to_its_sizes(pretrained):
+    data = json.loads((pretrained.directory / "config.json").read_text())
+    cfg = bert.parse_config(data)
+    assert (cfg.vocab_size, cfg.hidden, cfg.layers, cfg.heads, cfg.ffn, cfg.max_positions, cfg.type_vocab) == (
+        data["vocab_size"], data["hidden_size"], data["num_hidden_layers"], data["num_attention_heads"],
+        data["intermediate_size"], data["max_position_embeddings"], data["type_vocab_size"])
+
+
+@pytest.mark.parametrize("layers", [3, 7])
+def test_a_config_with_another_layer_count_than_the_weights_is_refused(plain_copy, layers):
+    config = plain_copy / "config.json"
+    original = config.read_text()
+    config.write_text(original.replace('"num_hidden_layers": 6', f'"num_hidden_layers": {layers}'))
+    try:
+        assert config.read_text() != original
+        with pytest.raises(ValueError, match=rf"model\.safetensors: holds encoder layers 0\.\.5, but config\.json "
+                                             rf"num_hidden_layers={layers}"):
+            bert.load_pretrained(plain_copy)
+    finally:
+        config.write_text(original)
+
+
+@pytest.mark.parametrize("key, value", [("num_attention_heads", 0), ("num_hidden_layers", -1)])
+def test_swap_model_with_impossible_sizes_is_one_line_exit_2(plain_copy, key, value, tmp_path):
+    config = plain_copy / "config.json"
+    original = config.read_text()
+    data = json.loads(original)
+    data[key] = value
+    config.write_text(json.dumps(data))
+    try:
+        p = _swap_subprocess("--model", str(plain_copy), "--out", str(tmp_path / "out"))
+    finally:
+        config.write_text(original)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (f"gelulab swap: error: {config} {key}={value}; expected an "
+                                                 "integer >= 1")
+    assert not (tmp_path / "out").exists()
+
+
+def _folder_with(tmp_path, pretrained, links: dict):
+    """A model folder of copies of config.json and tokenizer.json, and each of `links` (name -> target) a
+    symbolic link."""
+    folder = tmp_path / "bert"
+    folder.mkdir(exist_ok=True)
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(pretrained.directory / name, folder / name)
+    for name, target in links.items():
+        (folder / name).symlink_to(target)
+    return folder
+
+
+@pytest.mark.parametrize("name, target", [
+    ("model.safetensors", "model.safetensors"),  # the weights, linked to the installed package's file
+    ("1_Pooling", "1_Pooling"),  # a folder linked out
+])
+def test_a_link_out_of_the_model_folder_is_refused_naming_it(pretrained, tmp_path, name, target):
+    links = {name: pretrained.directory / target}
+    if name != "model.safetensors":
+        links["model.safetensors"] = tmp_path / "bert" / "weights" / "model.safetensors"  # a link kept inside
+        (tmp_path / "bert" / "weights").mkdir(parents=True)
+        shutil.copy(pretrained.directory / "model.safetensors", tmp_path / "bert" / "weights")
+    folder = _folder_with(tmp_path, pretrained, links)
+    with pytest.raises(ValueError, match=rf"^{folder / name}: leads to {(pretrained.directory / target).resolve()}, "
+                                         rf"outside the model folder {folder.resolve()}"):
+        bert.load_pretrained(folder)
+
+
+def test_a_manifest_linked_from_outside_is_refused(pretrained, tmp_path):
+    folder = _folder_with(tmp_path, pretrained, {"sha256sums": bert.MANIFEST,
+                                                 "model.safetensors": pretrained.directory / "model.safetensors"})
+    with pytest.raises(ValueError, match=r"leads to .*, outside the model folder"):
+        bert.load_pretrained(folder)
+
+
+def test_links_that_stay_inside_the_folder_are_followed(pretrained, tmp_path):
+    (tmp_path / "bert" / "weights").mkdir(parents=True)
+    shutil.copy(pretrained.directory / "model.safetensors", tmp_path / "bert" / "weights")
+    folder = _folder_with(tmp_path, pretrained, {"model.safetensors": "weights/model.safetensors"})  # relative
+    loaded = bert.load_pretrained(folder)
+    assert not loaded.verified and loaded.sha256 == PINNED_SHA256
+
+
+def test_swap_model_link_out_prints_no_digest_of_the_file_outside(pretrained, tmp_path):
+    folder = _folder_with(tmp_path, pretrained, {"model.safetensors": pretrained.directory / "model.safetensors"})
+    p = _swap_subprocess("--model", str(folder), "--out", str(tmp_path / "out"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith(f"gelulab swap: error: {folder / 'model.safetensors'}: "
+                                                        "leads to ")
+    assert PINNED_SHA256 not in p.stdout + p.stderr
+    assert not (tmp_path / "out").exists()

@@ -10,9 +10,12 @@ and measured again. The transformers BertModel loaded from the same weights runs
 activations replaced by gelulab.swap (experiments/swap/hf.py; --no-transformers skips it).
 
 Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap),
-checked before any model work. Every file of the model is verified against a sha256 manifest first
+checked before any model work, after the options (each bounded: sizes, steps and seed within their ranges, a
+finite positive --lr). Every file of the model is verified against a sha256 manifest first
 (experiments.swap.model); --model DIR runs another BERT folder (verified against its own `sha256sums`, or marked
-UNVERIFIED in the report). Each (backend, activation, stage) result is stored as it finishes
+UNVERIFIED in the report), whose files must all lie inside it (symbolic links resolved) and whose config.json
+must describe a possible BERT (positive sizes, hidden size divisible by the heads, the layers the weights hold).
+A fine-tune whose loss is not finite stops with one line naming the step. Each (backend, activation, stage) result is stored as it finishes
 (experiments.swap.store): Ctrl-C keeps them, and the same command resumes.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -29,6 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gelulab.backends import (
+    BACKEND_NAMES,
     BackendUnavailable,
     capabilities,
     get_backend,
@@ -38,6 +43,7 @@ from gelulab.backends import (
 )
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, BASELINE, IMPLS, get_activation
+from gelulab.core.lock import hold
 from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
 from gelulab.experiments.swap import hf, store
@@ -165,27 +171,51 @@ def _keys(text: str, what: str) -> list[str]:
     return [get_activation(k).key for k in keys]
 
 
+# Upper bounds of the size options: far above what the study needs (the defaults: 32, 100 steps, 16, 1024
+# sentences), low enough that the arrays they size (the batch order: steps x batch int64; the tokenized training
+# sentences: sentences x 256 int32, twice) stay below a few hundred MB before any model memory.
+MAX_BATCH = 1024
+MAX_STEPS = 100_000
+MAX_TRAIN_SENTENCES = 100_000
+MAX_SEED = 2**32 - 1
+
+
 def _check(args) -> tuple[list[str], list[str], list[str]]:
-    """Validate the options before any model work; returns (backends, swaps, finetune activations)."""
+    """Validate the options before any model work (with or without --finetune); returns (backends, swaps,
+    finetune activations). Raises ValueError naming the option: integers within their bounds (--batch-size and
+    --finetune-batch 1..MAX_BATCH, --finetune-batch at most --train-sentences, --steps 1..MAX_STEPS,
+    --train-sentences 1..MAX_TRAIN_SENTENCES, --seed 0..MAX_SEED), --lr a finite number > 0 (as moons')."""
     names = parse_backend_list(args.backends) if args.backends else None
-    names = names or selected_backends()
+    without = [n for n in names or () if "bert" not in capabilities(n).modules]
+    if without:
+        raise ValueError(f"--backends {args.backends!r}: {without} have no BERT encoder (a bert module); expected "
+                         f"some of {[n for n in BACKEND_NAMES if 'bert' in capabilities(n).modules]}")
+    names = names or [n for n in selected_backends() if "bert" in capabilities(n).modules]
     swaps = _keys(args.activations, "--activations")
     tuned = _keys(args.finetune_activations, "--finetune-activations") if args.finetune else []
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size={args.batch_size}; expected a positive integer")
-    if args.finetune:
-        if args.steps < 1:
-            raise ValueError(f"--steps={args.steps}; expected a positive integer")
-        if not args.lr > 0:
-            raise ValueError(f"--lr={args.lr}; expected a positive learning rate")
-        if not 1 <= args.finetune_batch <= args.train_sentences:
-            raise ValueError(f"--finetune-batch={args.finetune_batch}; expected 1 <= it <= --train-sentences="
-                             f"{args.train_sentences}")
+    _bounded("--batch-size", args.batch_size, 1, MAX_BATCH)
+    _bounded("--steps", args.steps, 1, MAX_STEPS)
+    _bounded("--train-sentences", args.train_sentences, 1, MAX_TRAIN_SENTENCES)
+    _bounded("--finetune-batch", args.finetune_batch, 1, min(MAX_BATCH, args.train_sentences),
+             f" (and at most --train-sentences={args.train_sentences})")
+    _bounded("--seed", args.seed, 0, MAX_SEED)
+    if not (isinstance(args.lr, (int, float)) and math.isfinite(args.lr) and args.lr > 0):
+        raise ValueError(f"--lr {args.lr}: expected a finite number > 0 (Adam's learning rate, default 1e-4)")
     return names, swaps, tuned
 
 
+def _bounded(option: str, value, least: int, most: int, note: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise ValueError(f"{option} {value}: expected an integer from {least} to {most}{note}")
+
+
 def _measure(original: bert.Encoded, encoded: bert.Encoded, index, pairs) -> dict:
-    """All metrics of one model against the original, on the evaluation sentences."""
+    """All metrics of one model against the original, on the evaluation sentences. Raises ValueError when an
+    embedding is not finite (a model whose weights diverged)."""
+    if not np.isfinite(encoded.embeddings).all():
+        raise ValueError(f"{int((~np.isfinite(encoded.embeddings)).any(axis=1).sum())} of "
+                         f"{len(encoded.embeddings)} sentence embeddings are not finite (NaN or inf); the model's "
+                         "weights diverged (a fine-tune with too large an --lr?); the results stored before are kept")
     scores = bert.pair_scores(encoded.embeddings, index, pairs)
     cos = bert.embedding_cosine(original.embeddings, encoded.embeddings)
     return {"cos_mean": cos["mean"], "cos_worst": cos["worst"], "drift": bert.layer_drift(original, encoded),
@@ -206,6 +236,7 @@ def _finetune(mod, backend, pre, key, args, train, original_fw) -> dict:
     with tqdm(total=args.steps, desc=f"fine-tune {backend.name} {key}", leave=False) as bar:
         params, losses = mod.finetune(mod.to_framework(pre.params), ids, mask, targets, batches, pre.config, act,
                                       args.lr, progress=bar.update)
+    bert.check_losses(losses, f"{backend.name} {key}", args.lr)
     return {"params": params, "losses": losses, "seconds": time.perf_counter() - start,
             "train_cos_before": float(bert.cosine_rows(targets, before).mean())}
 
@@ -238,14 +269,23 @@ def _keys_of(args, pre, pairs_digest) -> tuple[dict, dict]:
 
 def run(args) -> int:
     """Run the swap (and the fine-tune with --finetune) and write the report; returns 0, or 2 when the model
-    package is missing. Raises ValueError for bad options, an unwritable --out, a model file that fails its
-    manifest or a config.json that is not JSON (before any model work), and for stored results of other settings
-    in --out; core.output.Interrupted on Ctrl-C, with the finished results stored. Runs under
+    package is missing. The options and the pairs file are checked first, then --out is checked writable and
+    held by this run alone (core.lock.hold; another run into it is refused at once, naming it) for the rest.
+    Raises ValueError for bad options, an unwritable --out, a model folder or file that fails its checks
+    (experiments.swap.model.load_pretrained: a link out of the folder, a manifest mismatch, an impossible
+    config.json), all before any model work, for stored results of other settings in --out, and for a fine-tune
+    that diverges; core.output.Interrupted on Ctrl-C, with the finished results stored. Runs under
     gelulab.reproducible(threads=GELULAB_THREADS, default 1)."""
     names, swaps, tuned = _check(args)
-    reproducible(threads=config.threads())
     pairs = load_pairs(args.pairs)
-    out = check_writable(args.out)
+    with hold(check_writable(args.out)):
+        return _swap(args, names, swaps, tuned, pairs)
+
+
+def _swap(args, names, swaps, tuned, pairs) -> int:
+    """run() once the options are checked and --out is held."""
+    reproducible(threads=config.threads())
+    out = Path(args.out)
     try:
         pre = bert.load_pretrained(args.model)
     except bert.ModelUnavailable as e:

@@ -63,7 +63,8 @@ def encode(model, pre, sentences, batch_size) -> bert.Encoded:
 def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, measure, save) -> None:
     """Add the BertModel's rows (original, each swap, each fine-tune) and its swap records to `report`, calling
     save() after each step. measure(original, encoded, index, pairs) -> the metrics dict of one row (the same
-    function as for gelulab's encoders). A missing transformers or torch is recorded under report["skipped"]."""
+    function as for gelulab's encoders). A missing transformers or torch is recorded under report["skipped"];
+    a fine-tune whose loss is not finite raises ValueError (experiments.swap.model.check_losses)."""
     why = unavailable()
     if why:
         report["skipped"][NAME] = why
@@ -96,6 +97,7 @@ def run(report: dict, args, pre, sentences, index, pairs, swaps, tuned, train, m
         start = time.perf_counter()
         with tqdm(total=args.steps, desc=f"fine-tune {NAME} {key}", leave=False) as bar:
             losses = hf.finetune(model, ids, mask, targets, batches, args.lr, progress=bar.update)
+        bert.check_losses(losses, f"{NAME} {key}", args.lr)
         seconds = time.perf_counter() - start
         after = encode(model, pre, sentences, args.batch_size)
         report["rows"].append({"backend": NAME, "activation": key, "stage": "fine-tuned", "steps": args.steps,

