@@ -426,11 +426,14 @@ def _float64_precision(probe: _Probe) -> str | None:
             "(a constant or an intermediate rounded to float32)")
 
 
+# the near-tail losses each catalogue unit names (`tail_signatures`: "1+erf cancellation" for exact GELU,
+# "1+tanh cancellation" for the tanh form), then those of any entry
+_TAIL_SIGNATURES = tuple(Signature(name, (key,), _near_tail)
+                         for key, a in ACTIVATIONS.items() for name in a.tail_signatures)
 SIGNATURES = (
-    Signature("1+erf cancellation", ("gelu_none",), _near_tail),  # 0.5 x (1 + erf(x / sqrt 2))
-    Signature("1+tanh cancellation", ("gelu_tanh",), _near_tail),  # 0.5 x (1 + tanh u) instead of x sigmoid(2u)
+    *_TAIL_SIGNATURES,
     Signature("negative tail lost", None, _any_tail,  # subnormal intermediate flushed, exp overflow, ...
-              unless=("1+erf cancellation", "1+tanh cancellation")),
+              unless=tuple(s.name for s in _TAIL_SIGNATURES)),
     Signature("wrong at -inf", None, _at(-np.inf)),  # e.g. NaN from -inf * 0
     Signature("wrong at +inf", None, _at(np.inf)),
     Signature("NaN not propagated", None, _at(np.nan)),

@@ -15,8 +15,8 @@ u = v - centre, v = a or v = 1/a as stated, the centre chosen by fit_piece):
 * GELU_W: W(a) = a R(a) for a in [2, 14.5] (exact GELU value above SPLIT_VALUE), v = 1/a.
 * GELU_D2_LO, GELU_D2_HI: D2(a) = (R(a) - a phi(0)) / (a - A0) (exact GELU's f'(-a) / (e^{-a^2/2} (a - A0))) for a in
   [0, 2] with v = a and in [2, 14.7] with v = 1/a; A0 = 0.7517915246... the root of f'.
-* <KEY>_J2, <KEY>_B2 for each sigmoid form of SIGMA_FORMS (SiLU, sigmoid GELU, tanh GELU): J(a)/(a - A0) and
-  B(a)/(a - B0) on |a - root| <= WINDOW, the factors that keep f' (J) and f'' (B) accurate next to their zeros
+* <KEY>_J2, <KEY>_B2 for each x sigma(z) form of SIGMA_FORMS (the catalogue units' `sigma_form`: SiLU, sigmoid
+  GELU, tanh GELU): J(a)/(a - A0) and B(a)/(a - B0) on |a - root| <= WINDOW, the factors that keep f' (J) and f'' (B) accurate next to their zeros
   A0, B0 (found by mpmath.findroot), as polynomials in a - root.
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ from pathlib import Path
 
 import mpmath
 import numpy as np
+
+from gelulab.core.activations import ACTIVATIONS
 
 DPS = 60  # decimal digits of every mpmath evaluation here (mpmath.workdps: the global mpmath.mp is left alone)
 
@@ -150,17 +152,10 @@ def fit_exp_q(deg=5, r=0.42, n=400):
     return {"coeffs": coeffs, "p0_lo": p0_lo, "max_abs_err_r2q": err, "r_range": (-r, r)}
 
 
-# x sigma(z(x)) forms, by the catalogue key whose constants they name: z(a), a z'(a), a z''(a) (in f'') and a
-# starting guess for the zero B0 of B (exact decimals 1.702 and 0.044715, as the frameworks state them)
-with mpmath.workdps(DPS):
-    _K = mpmath.mpf("1.702")
-    _C = 2 * mpmath.sqrt(2 / mpmath.pi)
-    _D = _C * mpmath.mpf("0.044715")
-SIGMA_FORMS = {
-    "silu": (lambda a: a, lambda a: a, lambda a: 0, 2.4),
-    "gelu_sigmoid": (lambda a: _K * a, lambda a: _K * a, lambda a: 0, 1.41),
-    "gelu_tanh": (lambda a: _C * a + _D * a**3, lambda a: _C * a + 3 * _D * a**3, lambda a: 6 * _D * a * a, 1.42),
-}
+# x sigma(z(x)) forms, by catalogue key, from each unit's `sigma_form` (core/activations/<key>.py): z(a), a z'(a),
+# a z''(a) (in f'') and a starting guess for the zero B0 of B (exact decimals 1.702 and 0.044715, as the frameworks
+# state them), mpmath functions evaluated at the working precision of the fits here (DPS)
+SIGMA_FORMS = {k: a.sigma_form for k, a in ACTIVATIONS.items() if a.sigma_form is not None}
 WINDOW = 0.0625  # |a - A0| below which f' uses the explicit root (A0: the root of J)
 
 

@@ -7,7 +7,9 @@ formula, or NEW (no known fault). Eager is no oracle: every mode is compared wit
 
 Each measured group is stored as it finishes (experiments.parity.store), so Ctrl-C keeps what was measured and
 the same command resumes. `--fail-on-new` makes the command exit 1 when a cell is beyond tolerance and matches no
-known fault, so a CI job can run it on its own framework versions and devices.
+known fault, so a CI job can run it on its own framework versions and devices. `--draft-faults` prints draft
+known-fault rows for the NEW cells (experiments.parity.draft), for a person to check upstream before they go into
+the activation's unit.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
 from gelulab.core.report import atomic_write_text, environment, fmt, markdown_table, write_json
 from gelulab.core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
 from gelulab.experiments.parity import store
+from gelulab.experiments.parity.draft import draft_faults
 from gelulab.experiments.parity.engine import check, groups, measure, results
 
 SPECIAL_INPUTS = {"+0": 0.0, "-0": -0.0, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "max": "max", "-max": "-max"}
@@ -65,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--fail-on-new", action="store_true",
                         help="exit 1 when a cell is beyond tolerance and matches no known fault (for CI)")
+    parser.add_argument("--draft-faults", action="store_true",
+                        help="print draft known-fault rows (Python, one per mechanism guess) for the NEW cells, "
+                             "each to be checked upstream by a person before it goes into the activation's unit")
 
 
 FLAG_LABELS = {**KINDS, "new": "NEW: no known fault", "exception": "EXCEPTION: the call raised"}
@@ -471,6 +477,8 @@ def run(args) -> int:
             raise Interrupted(f"interrupted; {stored_summary(out)}; run the same command again to resume") from None
         print(data["summary_md"])
         print(f"{counts_sentence(data)} Report: {out / 'report.md'}")
+        if getattr(args, "draft_faults", False):
+            print(draft_faults(data["cells"], str(out / "parity.json")) or "gelulab parity: no NEW cell to draft")
         if args.fail_on_new and data["n_new"]:
             new = [r for r in data["cells"] if r["flag"] in ("new", "exception")]
             shown = ", ".join(f"{r['backend']}/{r['impl']}/{r['activation']}/{r['dtype']}/{r['mode']}/d{r['order']}/"

@@ -1,0 +1,225 @@
+"""The catalogue's building blocks: the `Activation` entry every unit module of core/activations/ defines, and
+the builtin descriptors (`Call`, `TimesX`, `Expression`) a backend resolves to each framework's own function.
+
+Nothing here names an activation: each unit module (core/activations/<key>.py) builds its own entry from these.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import mpmath
+
+from gelulab.core import kernels
+
+IMPLS = ("formula", "builtin", "kernel")
+# gelulab's implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
+# "kernel", float32 arithmetic alone, within 1 ULP (core.kernels; float64 inputs take the formula). "formula" is the
+# float64-widened, correctly rounded path (core.formulas), the parity suite's second oracle.
+DEFAULT_IMPL = "kernel"
+
+
+# --- builtins: what each framework's own function is, resolved by the backend ------------------------------------
+
+
+def resolve(path: str):
+    """The object at a dotted path, importing the longest module prefix: "torch.nn.functional.gelu" ->
+    torch.nn.functional.gelu, "scipy.special.expit" -> scipy.special.expit. Called by a backend when it binds a
+    builtin, so the framework is imported there and only then. Raises ImportError or AttributeError naming the
+    path."""
+    parts = path.split(".")
+    obj = importlib.import_module(parts[0])
+    for i, name in enumerate(parts[1:], start=1):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+    return obj
+
+
+@dataclass(frozen=True)
+class Call:
+    """A framework function called as path(x, *args, **kwargs), e.g.
+    Call("torch.nn.functional.gelu", kwargs={"approximate": "tanh"}) or Call("numpy.maximum", args=(0.0,))."""
+
+    path: str
+    args: tuple = ()
+    kwargs: Mapping = field(default_factory=dict)
+
+    def bind(self, resolver: Callable = resolve) -> Callable:
+        """The callable x -> path(x, *args, **kwargs), path resolved now with `resolver`."""
+        fn, args, kwargs = resolver(self.path), tuple(self.args), dict(self.kwargs)
+
+        def builtin(x):
+            return fn(x, *args, **kwargs)
+
+        return builtin
+
+    def __str__(self) -> str:
+        extra = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.path}({', '.join(['x', *extra])})"
+
+
+@dataclass(frozen=True)
+class TimesX:
+    """x * path(scale * x): the one-liner users write where the framework has no builtin (x * sigmoid(1.702 x),
+    transformers' QuickGELUActivation) or a numpy reference (x * scipy.stats.norm.cdf(x))."""
+
+    path: str
+    scale: float = 1.0
+
+    def bind(self, resolver: Callable = resolve) -> Callable:
+        """The callable x -> x * path(scale * x), path resolved now with `resolver`."""
+        fn, k = resolver(self.path), self.scale
+        if k == 1.0:
+            return lambda x: x * fn(x)
+        return lambda x: x * fn(k * x)
+
+    def __str__(self) -> str:
+        return f"x * {self.path}(x)" if self.scale == 1.0 else f"x * {self.path}({self.scale!r} * x)"
+
+
+@dataclass(frozen=True)
+class Expression:
+    """Any other expression: fn(resolver, x) builds the result from framework functions it resolves by dotted
+    path (e.g. numpy's tanh-form reference 0.5 x (1 + tanh(u))); text is how the report names it."""
+
+    text: str
+    fn: Callable
+
+    def bind(self, resolver: Callable = resolve) -> Callable:
+        """The callable x -> fn(resolver, x)."""
+        fn = self.fn
+        return lambda x: fn(resolver, x)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# --- the entry ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One catalogue entry.
+
+    key: unique id, also the reference key ("gelu_tanh"). op, mode: the name of the function and its GELU
+      `approximate` string (None where there is none); Backend.gelu(x, approximate) finds its entry by them.
+    formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps (core.formulas).
+    d1, d2: closed-form derivatives f(xp, x) in the wide dtype: numpy's derivatives (no autodiff), and the float64
+      formula's derivative rules on jax and TensorFlow (core.interface.implementation).
+    mp: f(x, order) in mpmath, the high-precision reference of the value and its first two derivatives.
+    limits: {order: (limit at -inf, limit at +inf)}, the reference at infinite inputs; a zero limit carries the sign
+      of the side it is approached from (-0.0: from below).
+    source: where the formula comes from (paper / framework doc).
+    builtins: {backend name: Call | TimesX | Expression}, each framework's own function (or the one-liner its users
+      write); a backend without an entry has no builtin cells.
+    clamp: the formula's clamp point T (beyond +T f = x, beyond -T the -0.0 tail; core.formulas), also applied to
+      the closed-form derivatives, which then take `limits`; None: the formula needs none (ReLU).
+    far: beyond |x| > far the reference returns the limits (x itself for a linear tail; a tiny number of the limit's
+      sign for a zero limit), every neglected term being below 2^-1400 relative; None: the mp form is evaluated at
+      every finite x.
+    root_windows: {order: ((lo, hi), ...)}, intervals of x around the roots of f' (order 1) and f'' (order 2), where
+      relative error means nothing and the tolerance's absolute floor applies (core.tolerances).
+    dense_tail: intervals of the negative tail sampled densely by the parity regions (core.regions), where an
+      intermediate of the float64 formula turns subnormal before the result does.
+    zero_sign: the sign of a zero value is defined and judged: f(-0) = -0 and an underflowing negative tail gives
+      -0.0. False: zero results are +0 by convention (ReLU) and their sign is not judged.
+    nan_derivative: f' and f'' at NaN are NaN and judged; False where the derivative at NaN is a framework's mask
+      convention (ReLU: 0 or 1).
+    smooth: infinitely differentiable, with a tail worth plotting (parity's error plots and tail-point table).
+    baseline: the arm every other activation is compared against (moons paired differences, bench ratios).
+    headline: one of the pair the article compares, ReLU vs exact GELU (quick benchmark grid, training-step
+      benchmark, `gelulab run`'s moons arms, the accuracy bar).
+    color: matplotlib colour of its lines in the benchmark plots.
+    hf_names: transformers' ACT2FN names of this function (transformers/activations.py), for pretrained configs.
+    kernel: its float32 kernels, a core.kernels.Kernel (the f, f', f'' functions of core.kernels, their clamp points
+      and the float32 root of f'), used by impl "kernel", `gelulab verify`, parity and bench; None: no kernel (an
+      explicit impl "kernel" raises ValueError naming the key, verify, parity and bench leave it out, and wherever
+      the kernel is only the default, as in gelulab.apply, the layers and gelulab.swap, the entry takes its
+      formula: see `impl_for`).
+    float64: f(x, order) on float64 numpy arrays for orders 0 and 1, closed forms that do not cancel
+      (core.float64_forms): the fast oracle of `gelulab verify`; None: none (verify needs one for an entry with a
+      kernel).
+    position: where the entry stands in the catalogue (ACTIVATIONS is ordered by it; the reports, plots and test ids
+      follow that order): 10 relu, 20 gelu_none, 30 gelu_tanh, 40 gelu_sigmoid, 50 silu; a new unit takes a free one.
+    known_faults: the known faults of the frameworks' builtins for this entry (core.known_faults.KnownFault rows,
+      built with core.known_faults.fault; their `keys` are set to this entry's key when the table is collected), as
+      measured by `gelulab parity` and drafted by `gelulab parity --draft-faults`.
+    sigma_form: the kernel fit's description of an x sigma(z(x)) form (core/kernel_fit.py): (z(a), a z'(a),
+      a z''(a), a starting guess of the zero of f''), mpmath functions evaluated at the fit's working precision;
+      None where the kernel is not of that form (or there is no kernel).
+    torch_classes: the torch module classes ("module.qualname", exact class match) that compute this entry, for
+      gelulab.swap and identify (surgery.TORCH_CLASSES); a class listed by several entries (torch.nn.GELU) is
+      resolved by its `approximate` attribute against their `mode`.
+    keras_names: the keras.activations function names that compute this entry (surgery.KERAS_FUNCTIONS).
+    layer_name: the class of gelulab.layers.torch / gelulab.layers.keras named for this entry ("GELU", built with
+      approximate=mode where the entry has a mode), None: the generic layers' Activation(key).
+    tail_signatures: names of the faults `gelulab identify` recognises in a user's implementation of this entry by
+      a lost near negative tail (probe.NEAR_TAIL: "1+erf cancellation"; probe.SIGNATURES).
+    half_at_zero (derived, not a field): f(x) = x/2 + c x^2 + ... with c > 0 near 0, read from the mpmath reference.
+    """
+
+    key: str
+    op: str
+    mode: str | None
+    formula: Callable
+    d1: Callable
+    d2: Callable
+    mp: Callable
+    limits: Mapping
+    source: str
+    builtins: Mapping = field(default_factory=dict)
+    clamp: float | None = None
+    far: float | None = None
+    root_windows: Mapping = field(default_factory=dict)
+    dense_tail: tuple = ()
+    zero_sign: bool = True
+    nan_derivative: bool = True
+    smooth: bool = True
+    baseline: bool = False
+    headline: bool = False
+    color: str = "black"
+    hf_names: tuple = ()
+    kernel: kernels.Kernel | None = None
+    float64: Callable | None = None
+    position: int = 1000
+    known_faults: tuple = ()
+    sigma_form: tuple | None = None
+    torch_classes: tuple[str, ...] = ()
+    keras_names: tuple[str, ...] = ()
+    layer_name: str | None = None
+    tail_signatures: tuple[str, ...] = ()
+
+    @cached_property
+    def half_at_zero(self) -> bool:
+        """Whether f(x) = x/2 + c x^2 + O(x^3) with c > 0 at 0, i.e. f'(0) = 1/2 and f''(0) > 0 in the mpmath
+        reference `mp` (every x S(x) with S(0) = 1/2 and S'(0) > 0: the GELU forms and SiLU; not ReLU). Then below
+        |x| = 2^-60 the correctly rounded f(x) is the rounding of x/2, a tie (the subnormal half of an odd x) going
+        to the larger neighbour: `gelulab verify`'s oracle rounds so, and the kernels' bfloat16 0x00FF gives 2^-126
+        (core.kernels.kernel_function)."""
+        zero = mpmath.mpf(0)
+        return bool(self.mp(zero, 1) == mpmath.mpf(0.5) and self.mp(zero, 2) > 0)
+
+    @property
+    def label(self) -> str:
+        """Human-readable name: 'relu', 'gelu(none)', 'gelu(tanh)', 'gelu(sigmoid)', 'silu'."""
+        return self.op if self.mode is None else f"{self.op}({self.mode})"
+
+    def impl_for(self, impl: str) -> str:
+        """The implementation a call asking for `impl` takes: `impl` itself, except DEFAULT_IMPL ("kernel") for an
+        entry without a kernel, which takes "formula" (the default is the kernel only where there is one)."""
+        return "formula" if impl == DEFAULT_IMPL == "kernel" and self.kernel is None else impl
+
+    def builtin(self, backend: str, resolver: Callable = resolve) -> Callable | None:
+        """The framework's own function for this entry on `backend` (its `builtins` descriptor bound with
+        `resolver`), or None where the framework has none."""
+        spec = self.builtins.get(backend)
+        return None if spec is None else spec.bind(resolver)
+
+    def builtin_name(self, backend: str) -> str | None:
+        """How the report names the builtin on `backend` ("torch.nn.functional.silu(x)"), None where none."""
+        spec = self.builtins.get(backend)
+        return None if spec is None else str(spec)
