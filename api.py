@@ -1,119 +1,64 @@
 """gelulab's activations on the caller's own arrays: a torch.Tensor, a jax.Array (tracers included), a TensorFlow
-tensor or variable, or a numpy array in, the same kind out.
+tensor or variable, a numpy array, or the array of any other backend of gelulab.backends in, the same kind out.
 
-The framework is chosen from the array's type, as einops does (einops/_backends.py): only frameworks already in
-`sys.modules` are asked, so gelulab never imports a framework the caller has not imported, and nothing here changes
-a framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): gelulab's
-float32 kernel (core.kernels, `impl="kernel"`, the default: float32 arithmetic alone, within 1 ULP, with its own
-derivatives) and its correctly rounded formula (core.formulas, `impl="formula"`, computed in the wider dtype) run
-over that module as their array namespace, and `impl="builtin"` calls the framework's own function
-(`builtin(activation)`). All are written in the framework's own ops, so the result is differentiable and compilable
-there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and GradientTape.
+The framework is chosen from the array's type, as einops does (einops/_backends.py): each backend package of the
+registry recognises its own arrays (`array_dtype`, core.contract.Package), asking only a framework already in
+`sys.modules`, so gelulab never imports a framework the caller has not imported, and nothing here changes a
+framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): gelulab's
+float32 kernel (core.kernels, `impl="kernel"`, the default where the backend has kernels: float32 arithmetic alone,
+within 1 ULP, with its own derivatives) and its correctly rounded formula (core.formulas, `impl="formula"`, computed
+in the wider dtype) run over that module as their array namespace, and `impl="builtin"` calls the framework's own
+function (`builtin(activation)`). All are written in the framework's own ops, so the result is differentiable and
+compilable there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and GradientTape.
 
-    gelulab.gelu(x, approximate="none", impl="kernel")
-    gelulab.relu(x, impl="kernel")
-    gelulab.silu(x, impl="kernel")
-    gelulab.apply(key, x, impl="kernel")        # any catalogue entry (core.activations.ACTIVATIONS)
-    gelulab.activation(key, impl="kernel")(x)   # the same, as a one-argument callable
+    gelulab.gelu(x, approximate="none", impl=None)  # impl None: the kernel where the backend and entry have one
+    gelulab.relu(x, impl=None)
+    gelulab.silu(x, impl=None)
+    gelulab.apply(key, x, impl=None)        # any catalogue entry (core.activations.ACTIVATIONS)
+    gelulab.activation(key, impl=None)(x)   # the same, as a one-argument callable
 """
 from __future__ import annotations
 
-import sys
-
-import numpy as np
-
-from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
-from gelulab.core.interface import implementation
+from gelulab.backends import PACKAGES, REGISTRY
+from gelulab.core.activations import activation_key, check_impl, get_activation
 from gelulab.core.dtypes import DTYPES
-
-ACCEPTED = "a torch.Tensor, a jax.Array, a tf.Tensor or tf.Variable, or a numpy.ndarray"
-
-
-def _torch(x):
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        return str(x.dtype).removeprefix("torch.")
-    return None
+from gelulab.core.interface import default_impl, implementation
 
 
-def _jax(x):
-    jax = sys.modules.get("jax")
-    if jax is not None and isinstance(x, (jax.Array, getattr(jax.core, "Tracer", jax.Array))):  # tracers too
-        return np.dtype(x.dtype).name
-    return None
+def _a(name: str) -> str:
+    """name with its indefinite article ("a torch.Tensor", "an Array")."""
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
-def _tensorflow(x):
-    tf = sys.modules.get("tensorflow")
-    if tf is not None and hasattr(tf, "is_tensor") and (tf.is_tensor(x) or isinstance(x, tf.Variable)):
-        return x.dtype.name
-    return None
-
-
-def _numpy(x):
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.dtype.name
-    return None
-
-
-# Each backend's activations module, imported with a plain import statement: torch.compile (dynamo) traces an
-# import statement but refuses importlib.import_module, so a first call inside torch.compile(fullgraph=True) works.
-def _load_torch():
-    from gelulab.backends.torch import activations
-
-    return activations
-
-
-def _load_jax():
-    from gelulab.backends.jax import activations
-
-    return activations
-
-
-def _load_tensorflow():
-    from gelulab.backends.tensorflow import activations
-
-    return activations
-
-
-def _load_numpy():
-    from gelulab.backends.numpy import activations
-
-    return activations
-
-
-# backend name -> (f(x) -> dtype name of x when x is that framework's array, else None; loader of its backend
-# module), in the order asked. A new backend adds one line here.
-FRAMEWORKS = {
-    "torch": (_torch, _load_torch),
-    "jax": (_jax, _load_jax),
-    "tensorflow": (_tensorflow, _load_tensorflow),
-    "numpy": (_numpy, _load_numpy),
-}
-
-
-PUBLIC_NAMES = {"torch": "torch.Tensor", "jax": "jax.Array", "tensorflow": "tf.Tensor", "numpy": "numpy.ndarray"}
+def _accepted() -> str:
+    """The array types of every backend, for messages: "a numpy.ndarray, a jax.Array, ... or a tf.Tensor"."""
+    names = [_a(c.array_type) for c in REGISTRY.values()]
+    return ", ".join(names[:-1]) + ", or " + names[-1] if len(names) > 1 else names[0]
 
 
 def framework_of(x, what: str = "gelulab") -> str:
-    """The backend name ("torch", "jax", "tensorflow" or "numpy") of a native array with a floating dtype.
+    """The backend name (one of gelulab.backends.BACKEND_NAMES) of a native array with a floating dtype, asked of
+    each backend package in the registry's order (its `array_dtype`, which consults only frameworks already
+    imported).
 
-    x: a torch.Tensor, a jax.Array or jax tracer, a tf.Tensor / tf.Variable, or a numpy.ndarray (or numpy scalar)
-    of dtype float16, bfloat16, float32 or float64. `what` names the caller in the message.
+    x: an array of a backend's framework (a torch.Tensor, a jax.Array or jax tracer, a tf.Tensor / tf.Variable, a
+    numpy.ndarray or numpy scalar, ...) of dtype float16, bfloat16, float32 or float64, one its backend holds
+    (Capabilities.dtypes). `what` names the caller in the message.
     Raises TypeError naming the type (and dtype) and what is accepted: for another type (a list, a Python float),
     and for integer, bool, complex or other non-floating dtypes.
     """
-    for name, (dtype_of, _) in FRAMEWORKS.items():
-        dtype = dtype_of(x)
+    for name, package in PACKAGES.items():
+        dtype = package.array_dtype(x)
         if dtype is None:
             continue
         if dtype not in DTYPES:
             raise TypeError(
-                f"{what}: got a {PUBLIC_NAMES[name]} of dtype {dtype}; expected a floating dtype, one of "
-                f"{list(DTYPES)}"
+                f"{what}: got {_a(package.CAPABILITIES.array_type)} of dtype {dtype}; expected a floating dtype, "
+                f"one of {list(DTYPES)}"
             )
         return name
-    raise TypeError(f"{what}: got a {_type_name(x)}; expected {ACCEPTED} of a floating dtype ({', '.join(DTYPES)})")
+    raise TypeError(f"{what}: got a {_type_name(x)}; expected {_accepted()} of a floating dtype "
+                    f"({', '.join(DTYPES)})")
 
 
 def _type_name(x) -> str:
@@ -122,36 +67,42 @@ def _type_name(x) -> str:
 
 
 def backend_module(name: str):
-    """The activations module of backend `name` (gelulab.backends.<name>.activations), imported without its
-    setup(): no thread count, x64 flag or precision setting is touched. Raises KeyError for an unknown name."""
-    return FRAMEWORKS[name][1]()
+    """The activations module of backend `name` (gelulab.backends.<name>.activations, by its package's
+    load_activations: a plain import statement, which torch.compile traces), imported without its setup(): no
+    thread count, x64 flag or precision setting is touched. Raises KeyError for an unknown name."""
+    return PACKAGES[name].load_activations()
 
 
-def apply(key: str, x, impl: str = DEFAULT_IMPL):
+def apply(key: str, x, impl: str | None = None):
     """Catalogue entry `key` applied elementwise to the native array `x`; returns the same kind of array, dtype and
     shape (a tf.Variable gives a tf.Tensor).
 
     key: a catalogue key (core.activations.ACTIVATIONS: "relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...);
-    impl: "kernel" (default: gelulab's float32 kernel, core.kernels, within 1 ULP; float64 takes the formula),
-    "formula" (gelulab's formula, core.formulas, computed in the wider dtype and rounded once) or "builtin" (the
-    framework's own function). Raises ValueError for an unknown key or impl, or a framework without a builtin (or
-    kernel) for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
+    impl: "kernel" (gelulab's float32 kernel, core.kernels, within 1 ULP; float64 takes the formula), "formula"
+    (gelulab's formula, core.formulas, computed in the wider dtype and rounded once) or "builtin" (the framework's
+    own function); None (the default) is "kernel" where the backend has kernels (its record's `kernels`) and the
+    entry one, "formula" elsewhere (core.interface.default_impl). Raises ValueError for an unknown key or impl, or a framework without a builtin
+    (or kernel) for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
     """
     return _apply(key, x, impl, f"gelulab.apply({key!r}, x)")
 
 
 def _apply(key, x, impl, what):
     act = get_activation(key)
-    check_impl(impl)
+    if impl is not None:
+        check_impl(impl)
     name = framework_of(x, what)
+    if impl is None:
+        impl = default_impl(REGISTRY[name], key)
     return implementation(backend_module(name), name, act, impl)(x)
 
 
-def activation(key: str, impl: str = DEFAULT_IMPL):
+def activation(key: str, impl: str | None = None):
     """A one-argument callable f(x) = apply(key, x, impl) for catalogue entry `key` (validated now: ValueError
     for an unknown key or impl). Usable as a framework activation, e.g. inside jax.jit or a flax.nnx model."""
     get_activation(key)
-    check_impl(impl)
+    if impl is not None:
+        check_impl(impl)
 
     def f(x):
         return _apply(key, x, impl, f"gelulab.activation({key!r})(x)")
@@ -161,26 +112,27 @@ def activation(key: str, impl: str = DEFAULT_IMPL):
     return f
 
 
-def gelu(x, approximate: str = "none", impl: str = DEFAULT_IMPL):
-    """GELU of a native array (torch, jax, TensorFlow or numpy), the same kind, dtype and shape out.
+def gelu(x, approximate: str = "none", impl: str | None = None):
+    """GELU of a native array (torch, jax, TensorFlow, numpy or another backend's), the same kind, dtype and shape
+    out.
 
     approximate: "none" (exact x Phi(x) = x/2 erfc(-x/sqrt 2), Hendrycks & Gimpel 2016 eq. 1), "tanh"
     (x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), sec. 2) or "sigmoid" (x sigmoid(1.702 x), sec. 2), an explicit
-    string: a bool or None raises ValueError, because frameworks read them differently. impl: "kernel" (default),
-    "formula" or "builtin" (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed explicitly).
-    Raises TypeError for integer, bool or complex dtypes and for types other than the four array kinds.
+    string: a bool or None raises ValueError, because frameworks read them differently. impl: as in apply (None:
+    the kernel where there is one), "kernel", "formula" or "builtin" (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed explicitly).
+    Raises TypeError for integer, bool or complex dtypes and for types other than the backends' arrays.
     """
     return _apply(activation_key("gelu", approximate), x, impl, f"gelulab.gelu(x, approximate={approximate!r})")
 
 
-def relu(x, impl: str = DEFAULT_IMPL):
+def relu(x, impl: str | None = None):
     """ReLU(x) = max(x, 0) of a native array, the same kind, dtype and shape out (ReLU(NaN) = NaN, ReLU(-0) = +0).
-    impl: "kernel" (default), "formula" or "builtin" (F.relu, jax.nn.relu, tf.nn.relu). Raises as gelu."""
+    impl: None (the kernel where there is one, see apply), "kernel", "formula" or "builtin" (F.relu, jax.nn.relu, tf.nn.relu). Raises as gelu."""
     return _apply("relu", x, impl, "gelulab.relu(x)")
 
 
-def silu(x, impl: str = DEFAULT_IMPL):
+def silu(x, impl: str | None = None):
     """SiLU(x) = x sigmoid(x) (Elfwing et al. 2018, arXiv:1702.03118) of a native array, the same kind out.
-    impl: "kernel" (default), "formula" or "builtin" (F.silu, jax.nn.silu, tf.nn.silu). Raises ValueError when the catalogue has no
-    "silu" entry, otherwise as gelu."""
+    impl: None (the kernel where there is one, see apply), "kernel", "formula" or "builtin" (F.silu, jax.nn.silu,
+    tf.nn.silu). Raises ValueError when the catalogue has no "silu" entry, otherwise as gelu."""
     return _apply("silu", x, impl, "gelulab.silu(x)")

@@ -1,10 +1,11 @@
 """Backends: one folder per framework (`backends/<name>/`), each the only importer of its framework.
 
-The registry: every backend's `Capabilities` record (declared in `backends/<name>/__init__.py`, which imports no
+The registry: every backend package (`backends/<name>/__init__.py`, the Package Protocol of core.contract: its
+`Capabilities` record, the recogniser of its arrays and the loader of its activations module; it imports no
 framework) in canonical order, torch before tensorflow (importing TensorFlow first can crash torch's import; Keras
-imports them in this order too). BACKEND_NAMES and the install commands derive from it. A new backend is a folder
-with an `__init__.py` record and the modules implementing the Protocols of core.contract, plus one line in
-`_RECORDS` below.
+imports them in this order too). BACKEND_NAMES, the install commands and gelulab.api's dispatch on an array's type
+derive from it. A new backend is a folder with that `__init__.py` and the modules implementing the Protocols of
+core.contract, plus one import and one entry of `_PACKAGES` below.
 
 `get_backend(name)` imports the framework lazily, so a missing framework disables that backend alone with a clear
 message; it changes no framework-wide setting (`gelulab.reproducible` does that, explicitly).
@@ -12,28 +13,31 @@ message; it changes no framework-wide setting (`gelulab.reproducible` does that,
 """
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 from functools import cache
+from types import ModuleType
 
-from gelulab.backends.jax import CAPABILITIES as _JAX
-from gelulab.backends.numpy import CAPABILITIES as _NUMPY
-from gelulab.backends.tensorflow import CAPABILITIES as _TENSORFLOW
-from gelulab.backends.torch import CAPABILITIES as _TORCH
+from gelulab.backends import array_api as _array_api
+from gelulab.backends import jax as _jax
+from gelulab.backends import numpy as _numpy
+from gelulab.backends import tensorflow as _tensorflow
+from gelulab.backends import torch as _torch
 from gelulab.core import config
 from gelulab.core import settings as _settings
 from gelulab.core.contract import Capabilities
 from gelulab.core.interface import Backend
 from gelulab.core.interrupts import held_interrupts
 
-_RECORDS = (_NUMPY, _JAX, _TORCH, _TENSORFLOW)
+_PACKAGES = (_numpy, _jax, _torch, _tensorflow, _array_api)
+_RECORDS = tuple(p.CAPABILITIES for p in _PACKAGES)
 _applied: dict = {}  # backend name -> the Settings last applied to its framework
 REGISTRY: dict[str, Capabilities] = {c.name: c for c in _RECORDS}
+PACKAGES: dict[str, ModuleType] = {p.CAPABILITIES.name: p for p in _PACKAGES}  # name -> backends/<name>/__init__.py
 BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
 INSTALL_HINT: dict[str, str] = {c.name: c.install_hint for c in _RECORDS}
 
-__all__ = ["BACKEND_NAMES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities", "DeviceUnavailable",
+__all__ = ["BACKEND_NAMES", "PACKAGES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities", "DeviceUnavailable",
            "capabilities", "get_backend", "installed_backends", "parse_backend_list", "reproducible",
            "requested_backends", "selected_backends"]
 
@@ -89,7 +93,7 @@ def activations_module(name: str, apply: bool = True):
     caps = capabilities(name)
     with held_interrupts():  # Ctrl-C arrives after the framework's import, not inside its extension's start
         try:
-            module = importlib.import_module(f"gelulab.backends.{name}.activations")
+            module = PACKAGES[name].load_activations()
         except ImportError as e:
             raise BackendUnavailable(f"backend {name!r} is not available ({e}); install it with: "
                                      f"{caps.install_hint}") from e
@@ -121,7 +125,7 @@ def _load(name: str, device: str) -> Backend:
 
 
 def get_backend(name: str, device: str | None = None) -> Backend:
-    """The Backend for `name` ("numpy", "jax", "torch", "tensorflow") on `device` (default: GELULAB_DEVICE or cpu).
+    """The Backend for `name` (one of BACKEND_NAMES) on `device` (default: GELULAB_DEVICE or cpu).
 
     Imports the framework on first use and changes none of its global settings (threads, x64, matmul precision,
     TF32; see gelulab.reproducible). Raises ValueError for an unknown name or device (naming the value and listing

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from gelulab.backends import BACKEND_NAMES, requested_backends
+from gelulab.backends import BACKEND_NAMES, capabilities, requested_backends
 from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, HEADLINE, IMPLS
 from gelulab.core.dtypes import DTYPES
@@ -155,8 +155,8 @@ def spec_from_filters(*, backends=None, devices=None, modes=None, activations=No
     if quick and full:
         raise ValueError("--quick and --full contradict each other; give one of them")
     names = choose(backends, BACKEND_NAMES, "backend") if split_values(backends) else None
-    if names is None:
-        names = tuple(requested_backends() or installed)
+    if names is None:  # by default, the backends with the timer's hooks (a bench module)
+        names = tuple(n for n in requested_backends() or installed if "bench" in capabilities(n).modules)
     devs = choose(devices, config.DEVICES, "device") if split_values(devices) else (config.device(),)
     given = {"modes": modes, "activations": activations, "impls": impls, "directions": directions, "dtypes": dtypes}
     allowed = {"modes": MODES, "activations": tuple(ACTIVATIONS), "impls": IMPLS, "directions": DIRECTIONS,

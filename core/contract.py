@@ -1,19 +1,25 @@
 """The backend contract as code: what each module of `backends/<name>/` provides, and the capability record.
 
 A backend is a folder `backends/<name>/` with
-  * `__init__.py` declaring `CAPABILITIES`, a `Capabilities` record, without importing the framework (so the
-    registry in `backends/__init__.py` can list every backend, with its install command, on a machine that has
-    none of the frameworks);
+  * `__init__.py`, the Package Protocol: `CAPABILITIES`, a `Capabilities` record, `array_dtype(x)` (recognises
+    the framework's own arrays) and `load_activations()`, all without importing the framework (so the registry in
+    `backends/__init__.py` can list every backend, with its install command, on a machine that has none of the
+    frameworks, and gelulab.api can dispatch on an array's type without importing a framework the caller has not);
   * one module per entry of `Capabilities.modules`, each implementing the Protocol of `PROTOCOLS`:
-      activations.py  ActivationOps (conversion, the array primitives of core.formulas, builtins, autodiff,
-                      compiler, versions, threads, settings)
-      bench.py        BenchHooks (synchronisation, device input, copy, compile counts; used by benchmarks/)
+      activations.py  ActivationOps (conversion, the array primitives of core.formulas, builtins, kernels,
+                      autodiff, compiler, versions, threads, settings)
+      kernels.py      KernelOps: gelulab's float32 kernels (core.kernels) as the framework's callables, and the
+                      kernel namespace they are written over (bit operations included); optional
+      bench.py        BenchHooks (optional) (synchronisation, device input, copy, compile counts; used by benchmarks/)
       bert.py         Encoder, or TrainableEncoder where the backend has autodiff (experiments/swap)
       moons.py        Trainer, only where the backend has autodiff (experiments/moons, benchmarks/trainstep.py)
       subjects.py     Subjects: the framework's own activation callables, each under the expression that gives it
                       (benchmarks/identify.py times gelulab.identify on them)
       hf.py           PretrainedBert: the transformers BertModel of the framework, loaded from a local folder,
                       encoded and fine-tuned (experiments/swap; needs autodiff)
+
+Only activations.py is required; what a backend offers beyond it (dtypes, kernels, compilation, autodiff, devices)
+its record says, and the parity matrix, the tests and the commands follow the record.
 
 The Protocols are `typing.runtime_checkable`: `isinstance(module, ActivationOps)` checks that a module defines
 every name (not their signatures); tests/test_backend_contract.py checks every installed backend against them and
@@ -30,6 +36,7 @@ import numpy as np
 
 from gelulab.core.config import DEVICES
 from gelulab.core.cpu_dispatch import DISPATCHERS
+from gelulab.core.dtypes import DTYPES
 
 MODES = ("eager", "compiled")
 
@@ -77,7 +84,8 @@ class ActivationOps(ArrayOps, Protocol):
         """The thread counts in force, {"intra_op": int or None, ...} (recorded in every report)."""
 
     def asarray(self, a: np.ndarray, device: str):
-        """numpy array -> framework array of the same dtype and shape on `device`."""
+        """numpy array -> framework array of the same dtype and shape on `device`; ValueError naming the dtype for
+        one the record's `dtypes` leaves out."""
 
     def to_numpy(self, x) -> np.ndarray:
         """Framework array -> numpy array of the same dtype and shape, on the host."""
@@ -88,6 +96,11 @@ class ActivationOps(ArrayOps, Protocol):
 
     def builtin(self, activation) -> Callable | None:
         """The framework's own function for a catalogue entry, None where it has none."""
+
+    def kernel(self, activation) -> Callable | None:
+        """gelulab's float32 kernel for a catalogue entry (the KernelOps module's `kernel(activation.key)`: float32
+        and the record's narrower dtypes in, the same dtype out, differentiable by `derivative`), None where the
+        entry has no kernel or the backend no kernels module. Backend routes float64 to the formula."""
 
     def derivative(self, fn: Callable, activation) -> Callable:
         """The elementwise derivative of fn (autodiff with a cotangent of ones, or a closed form)."""
@@ -107,6 +120,59 @@ class ActivationOps(ArrayOps, Protocol):
     def cpu_dispatch(self) -> str | None:
         """The CPU kernel level the framework runs at in this process (a level of core.cpu_dispatch.levels of the
         backend's dispatcher, e.g. "avx2"), None where it cannot be told."""
+
+
+@runtime_checkable
+class KernelNamespace(Protocol):
+    """The array operations core.kernels is written over (besides + - * / and comparisons), on float32 arrays."""
+
+    def where(self, c, a, b):
+        """Elementwise c ? a : b, float32 (a Python-float branch becomes float32)."""
+
+    def abs(self, x):
+        """|x| elementwise."""
+
+    def rint(self, x):
+        """Round to the nearest integer, ties to even, float32 in and out."""
+
+    def keep_bits(self, x, bits: int):
+        """x with only its `bits` leading significant bits (the low 24 - bits mantissa bits cleared by a mask)."""
+
+    def pow2(self, k):
+        """2**k for integer-valued float32 k in [-126, 127], built from its exponent bits (exact)."""
+
+    def bits_equal(self, x, u: int):
+        """Whether x has the bit pattern u (an int), elementwise."""
+
+
+@runtime_checkable
+class KernelOps(Protocol):
+    """`backends/<name>/kernels.py`: gelulab's float32 kernels (core.kernels) in the framework's operations. Only a
+    backend whose arrays can be reinterpreted bitwise (float32 <-> int32) has one (its record lists "kernels")."""
+
+    NS: KernelNamespace
+    """The kernel namespace core.kernels' functions take as `xp`."""
+
+    def kernel(self, key: str) -> Callable:
+        """The kernel of catalogue entry `key` (ValueError for an entry without one): float32, bfloat16 and float16
+        arrays in (those of the record's dtypes), the same dtype out, with its own f' and f'' kernels."""
+
+
+@runtime_checkable
+class Package(Protocol):
+    """`backends/<name>/__init__.py`: imports no framework."""
+
+    CAPABILITIES: Capabilities
+    """The backend's capability record."""
+
+    def array_dtype(self, x) -> str | None:
+        """The dtype name of x ("float32", "int64", ...) when x is this framework's array (tracers and variables
+        included), None for anything else. Asks only a framework already imported (sys.modules), so it never
+        imports one."""
+
+    def load_activations(self):
+        """The backend's activations module (importing the framework), by a plain import statement: torch.compile
+        traces an import statement but refuses importlib.import_module."""
 
 
 @runtime_checkable
@@ -199,7 +265,7 @@ class PretrainedBert(Protocol):
         Adam; batches: (steps, batch) row indices of ids/mask; returns the loss per step (1 - mean cosine)."""
 
 
-PROTOCOLS = {"activations": ActivationOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer,
+PROTOCOLS = {"activations": ActivationOps, "kernels": KernelOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer,
              "subjects": Subjects, "hf": PretrainedBert}
 
 
@@ -215,11 +281,13 @@ class Capabilities:
     `gelulab.reproducible(threads=n)` sets ("intra_op", "inter_op"), () where the backend runs on one thread;
     modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS); dispatcher: what picks
     the framework's CPU kernels by the processor's features (a key of core.cpu_dispatch.DISPATCHERS: "aten", "xla",
-    "numpy"), which known faults may depend on.
+    "numpy"), which known faults may depend on; dtypes: the gelulab dtypes its arrays can hold (some of
+    core.dtypes.DTYPES, float32 and float64 always: the formulas compute in float64); no cell, test or command
+    asks it for another; array_type: how messages name the framework's array type ("torch.Tensor").
 
-    Raises ValueError on construction for a record that contradicts itself (unknown mode, device or module,
-    no activations module, a trainer or an hf module without autodiff, autodiff without a trainer, an unknown
-    dispatcher).
+    Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module or dtype,
+    no activations module, no float32 or float64, a trainer or an hf module without autodiff, autodiff without a
+    trainer, an unknown dispatcher).
     """
 
     name: str
@@ -231,6 +299,8 @@ class Capabilities:
     thread_control: tuple[str, ...]
     modules: tuple[str, ...]
     dispatcher: str
+    dtypes: tuple[str, ...]
+    array_type: str
 
     def __post_init__(self):
         if self.dispatcher not in DISPATCHERS:
@@ -248,9 +318,22 @@ class Capabilities:
         if ("moons" in self.modules) != self.autodiff:
             raise ValueError(f"{self.name}: a moons trainer needs autodiff and every backend with autodiff has one "
                              f"(autodiff={self.autodiff}, modules={self.modules!r})")
+        if set(self.dtypes) - set(DTYPES) or not {"float32", "float64"} <= set(self.dtypes):
+            raise ValueError(f"{self.name}: dtypes={self.dtypes!r}; expected 'float32', 'float64' and optionally "
+                             f"some of {list(DTYPES)}")
         if set(self.thread_control) - {"intra_op", "inter_op"}:
             raise ValueError(f"{self.name}: thread_control={self.thread_control!r}; expected some of "
                              "['intra_op', 'inter_op']")
+
+    @property
+    def kernels(self) -> bool:
+        """Whether the backend has gelulab's float32 kernels (impl "kernel"; a kernels module)."""
+        return "kernels" in self.modules
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the backend has a compiled mode (its framework's compiler)."""
+        return "compiled" in self.modes
 
     @property
     def install_hint(self) -> str:

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, IMPLS, activation_key, check_impl, get_activation
 from gelulab.core.contract import Capabilities
 from gelulab.core.dtypes import DTYPES, get_dtype
 from gelulab.core.formulas import closed_form
@@ -57,23 +57,25 @@ class Backend:
         """Framework array -> numpy array of the same dtype and shape (on the host)."""
         return self.module.to_numpy(x)
 
-    def relu(self, x, impl: str = DEFAULT_IMPL):
+    def relu(self, x, impl: str | None = None):
         """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.dtypes (float64, float32, bfloat16,
-        float16), any shape; impl: "formula", "builtin" or "kernel". Returns the same dtype and shape. Raises
-        TypeError naming the dtype for an integer, bool or other non-float array (the frameworks disagree on what
-        ReLU of an integer array returns: float32, float64 or int32)."""
+        float16), any shape; impl: "formula", "builtin" or "kernel", None for default_impl. Returns the same dtype
+        and shape. Raises TypeError naming the dtype for an integer, bool or other non-float array (the frameworks
+        disagree on what ReLU of an integer array returns: float32, float64 or int32)."""
         self.check_float(x, "relu")
-        return self.function(activation_key("relu"), impl)(x)
+        key = activation_key("relu")
+        return self.function(key, default_impl(self.capabilities, key) if impl is None else impl)(x)
 
-    def gelu(self, x, approximate: str = "none", impl: str = DEFAULT_IMPL):
+    def gelu(self, x, approximate: str = "none", impl: str | None = None):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
         string (bool/None raise ValueError); impl: "formula" (gelulab's correctly rounded one, computed in the
-        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.kernels).
+        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.kernels); None for
+        default_impl.
         x: framework array of a float dtype of core.dtypes, any shape; returns the same dtype and shape. Raises
         TypeError naming the dtype for a non-float array."""
         key = activation_key("gelu", approximate)
         self.check_float(x, "gelu")
-        return self.function(key, impl)(x)
+        return self.function(key, default_impl(self.capabilities, key) if impl is None else impl)(x)
 
     def check_float(self, x, what: str = "x") -> str:
         """The gelulab dtype name of framework array `x`; raises TypeError naming its dtype unless it is one of
@@ -83,17 +85,19 @@ class Backend:
         except (KeyError, ValueError, TypeError, AttributeError):
             dt = getattr(x, "dtype", type(x).__name__)
             shown = getattr(dt, "name", None) if not str(dt).startswith("torch.") else str(dt)
-            raise TypeError(f"{what}: {self.name} array of dtype {shown or dt}; expected a floating dtype, one of "
+            shown = shown or str(dt).rpartition(".")[2]  # a dtype object without a name: "xp.int32" -> "int32"
+            raise TypeError(f"{what}: {self.name} array of dtype {shown}; expected a floating dtype, one of "
                             f"{list(DTYPES)} (cast it first, e.g. to float32)") from None
 
-    def function(self, key: str, impl: str = DEFAULT_IMPL, order: int = 0, mode: str = "eager") -> Callable:
-        """The elementwise callable for catalogue entry `key`: its value (order 0) or its order-th derivative via
-        the framework's autodiff, eager or compiled.
+    def function(self, key: str, impl: str | None = None, order: int = 0, mode: str = "eager") -> Callable:
+        """The elementwise callable for catalogue entry `key` in implementation `impl` (None: default_impl): its
+        value (order 0) or its order-th derivative via the framework's autodiff, eager or compiled.
 
         Raises ValueError for an unknown key, impl, order (an int 0, 1 or 2: True and 1.0 are refused) or mode
         (naming the accepted values).
         """
         act = get_activation(key)
+        impl = default_impl(self.capabilities, key) if impl is None else impl
         check_impl(impl)
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order not in ORDERS:
             raise ValueError(f"order={order!r}; expected one of {list(ORDERS)}")
@@ -105,6 +109,15 @@ class Backend:
         if mode == "compiled":
             fn = self.module.compile(fn)
         return fn
+
+    def impls(self, key: str) -> tuple[str, ...]:
+        """The implementations (of IMPLS, in its order) this backend offers for catalogue entry `key`: "formula"
+        always, "builtin" where the framework has a function for it, "kernel" where the backend has kernels
+        (its record) and the entry one."""
+        act = get_activation(key)
+        offered = {"formula": True, "builtin": self.has_builtin(key),
+                   "kernel": self.capabilities.kernels and act.kernel is not None}
+        return tuple(i for i in IMPLS if offered[i])
 
     def has_builtin(self, key: str) -> bool:
         """Whether the framework has its own function for catalogue entry `key`."""
@@ -123,6 +136,15 @@ class Backend:
     def versions(self) -> dict:
         """{package: version string} for the framework packages this backend uses."""
         return self.module.versions()
+
+
+def default_impl(capabilities: Capabilities, key: str) -> str:
+    """The implementation an activation call without `impl` takes: DEFAULT_IMPL ("kernel") where the backend has
+    kernels (capabilities.kernels) and catalogue entry `key` one, "formula" elsewhere. ValueError for an unknown
+    key."""
+    if DEFAULT_IMPL == "kernel" and not (capabilities.kernels and get_activation(key).kernel is not None):
+        return "formula"
+    return DEFAULT_IMPL
 
 
 def implementation(module, name: str, act, impl: str) -> Callable:

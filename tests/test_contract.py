@@ -19,7 +19,7 @@ def _eval(backend, key, x, dtype, order=0, mode="eager"):
     return backend.to_numpy(backend.function(key, "formula", order, mode)(backend.asarray(a))).astype(np.float64)
 
 
-MODES = ["eager", pytest.param("compiled", marks=pytest.mark.slow)]
+MODES = ["eager", pytest.param("compiled", marks=[pytest.mark.slow, pytest.mark.compile])]
 
 
 @pytest.fixture(params=MODES)
@@ -54,6 +54,7 @@ def test_gradients_finite_wherever_the_function_is(backend, mode, key, dtype):
     assert np.array_equal([d1[xs == e][0] for e in ends], want), want
 
 
+@pytest.mark.backend_needs("float16")
 @pytest.mark.parametrize("x", [148.0, 256.0])
 def test_float16_tanh_gradient_is_one_at_large_x(backend, mode, x):
     # issue 3: not NaN from an overflowing x^3

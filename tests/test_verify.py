@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STRIDE = str((1 << 16) + 1)  # 65536 float32 inputs spread over every exponent and sign
 
 
+@pytest.mark.backend_needs("kernels")  # gelulab verify checks the kernels
 def test_stride_run_is_within_one_ulp(backend_name, tmp_path, capsys):
     assert gelulab.main(["verify", "--stride", STRIDE, "--backend", backend_name, "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -46,6 +47,7 @@ def test_interrupted_run_resumes_by_chunk(tmp_path, capsys):
     assert summary["complete"] and summary["cells"]["numpy|float32|relu|0"]["n"] == 65536
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("bad,named", [(["--stride", "0"], "--stride 0"),
                                        (["--stride", str((1 << 32) + 1)], f"--stride {(1 << 32) + 1}"),
                                        (["--exhaustive", "--chunk", "1"], "--chunk 1"),
@@ -60,6 +62,7 @@ def test_bad_option_is_one_line_and_exit_code_2(tmp_path, bad, named):
     assert not (tmp_path / "chunks.jsonl").exists()
 
 
+@pytest.mark.subprocess
 def test_sigint_keeps_finished_chunks_and_resumes_to_the_same_figures(tmp_path):
     out, whole = tmp_path / "v", tmp_path / "whole"
     args = ["verify", "--stride", STRIDE, "--chunk", "64", "--backend", "numpy", "--activation", "gelu_none"]

@@ -62,7 +62,7 @@ def _callable(act, order: int):
             raise TypeError("float64 is not a kernel dtype")
         fn = K.kernel_function(act, order, x.dtype.name)
         with np.errstate(all="ignore"):
-            return from_float32(fn(_NS, to_float32(x)), x)
+            return from_float32(fn(NS, to_float32(x)), x)
 
     return f
 
@@ -76,7 +76,7 @@ class _Namespace:
     bits_equal = staticmethod(bits_equal)
 
 
-_NS = _Namespace()
+NS = _Namespace()
 
 
 def kernel(key: str):

@@ -1,9 +1,28 @@
 """The TensorFlow backend: tf.nn builtins, tf.GradientTape autodiff, tf.function(jit_compile=True) (XLA); Keras
 for the native training regime. Its modules implement the Protocols of core.contract."""
+import sys
+
 from gelulab.core.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="tensorflow", package="tensorflow", extra="tensorflow", modes=("eager", "compiled"),
     devices=("cpu", "gpu", "tpu"), autodiff=True, thread_control=("intra_op", "inter_op"),
-    modules=("activations", "bench", "bert", "moons", "subjects"), dispatcher="xla",
+    modules=("activations", "kernels", "bench", "bert", "moons", "subjects"), dispatcher="xla",
+    dtypes=("float64", "float32", "bfloat16", "float16"), array_type="tf.Tensor or tf.Variable",
 )
+
+
+def array_dtype(x) -> str | None:
+    """The dtype name of a tf.Tensor (symbolic ones inside tf.function included) or tf.Variable, None for anything
+    else or when TensorFlow is not imported."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "is_tensor") and (tf.is_tensor(x) or isinstance(x, tf.Variable)):
+        return x.dtype.name
+    return None
+
+
+def load_activations():
+    """backends/tensorflow/activations.py (imports TensorFlow)."""
+    from gelulab.backends.tensorflow import activations
+
+    return activations

@@ -1,9 +1,27 @@
 """The PyTorch backend: torch.nn.functional builtins, torch.func autodiff, torch.compile (inductor). Its modules
 implement the Protocols of core.contract."""
+import sys
+
 from gelulab.core.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="torch", package="torch", extra="torch", modes=("eager", "compiled"), devices=("cpu", "gpu"),
     autodiff=True, thread_control=("intra_op",),
-    modules=("activations", "bench", "bert", "moons", "subjects", "hf"), dispatcher="aten",
+    modules=("activations", "kernels", "bench", "bert", "moons", "subjects", "hf"), dispatcher="aten",
+    dtypes=("float64", "float32", "bfloat16", "float16"), array_type="torch.Tensor",
 )
+
+
+def array_dtype(x) -> str | None:
+    """The dtype name of a torch.Tensor ("float32"), None for anything else or when torch is not imported."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return str(x.dtype).removeprefix("torch.")
+    return None
+
+
+def load_activations():
+    """backends/torch/activations.py (imports torch)."""
+    from gelulab.backends.torch import activations
+
+    return activations

@@ -101,8 +101,9 @@ class CellResult:
 def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES), modes=None, orders=ORDERS):
     """Every Group of the matrix for the given Backend objects and filters (modes default to each backend's own).
 
-    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks and kernels of
-    entries without one (their catalogue `kernel` is None) are left out. Each group carries its backend's
+    Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks, kernels of
+    entries without one (their catalogue `kernel` is None) or of a backend without kernels, and dtypes a backend
+    does not hold (its record's `dtypes`) are left out. Each group carries its backend's
     CPU dispatch level."""
     out = []
     for b in backends:
@@ -112,9 +113,9 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
                 for key in keys:
                     if impl == "builtin" and not b.has_builtin(key):
                         continue
-                    if impl == "kernel" and get_activation(key).kernel is None:
+                    if impl == "kernel" and (get_activation(key).kernel is None or not b.capabilities.kernels):
                         continue
-                    for dtype in dtypes:
+                    for dtype in (d for d in dtypes if d in b.capabilities.dtypes):
                         for order in orders:
                             out.append(Group(b.name, impl, key, dtype, mode, order, b.device, dispatch))
     return out

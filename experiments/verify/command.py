@@ -232,7 +232,7 @@ def run(args) -> int:
     Raises ValueError for bad options or an unwritable --out (one line, exit code 2 from the command line, before
     any work) and core.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
     same command resumes from there)."""
-    from gelulab.backends import BACKEND_NAMES, get_backend, selected_backends
+    from gelulab.backends import BACKEND_NAMES, capabilities, get_backend, selected_backends
     from gelulab.core.lock import hold
     from gelulab.core.output import Interrupted, check_writable
 
@@ -247,7 +247,11 @@ def run(args) -> int:
     if (n_inputs + args.chunk - 1) // args.chunk > MAX_CHUNKS:
         raise ValueError(f"--chunk {args.chunk}: expected at least {-(-n_inputs // MAX_CHUNKS)} inputs per chunk for "
                          f"{n_inputs} inputs (at most {MAX_CHUNKS} chunks)")
-    names = _csv(args.backend, BACKEND_NAMES, "backend") if args.backend else tuple(selected_backends())
+    with_kernels = [n for n in BACKEND_NAMES if capabilities(n).kernels]  # what verify checks: the kernels
+    names = (_csv(args.backend, with_kernels, "backend") if args.backend
+             else tuple(n for n in selected_backends() if n in with_kernels))
+    if not names:
+        raise ValueError(f"no selected backend has gelulab's kernels; the backends with kernels: {with_kernels}")
     keys = _csv(args.activation, [k for k, a in ACTIVATIONS.items() if a.kernel is not None], "activation")
     orders = tuple(int(o) for o in _csv(args.order, ORDERS, "order"))
     out = check_writable(args.out)
