@@ -1,4 +1,4 @@
-"""gelulab's activations as Keras 3 layers, registered as serializable (package "gelulab").
+"""gelulab's activations as Keras 3 layers, registered as serializable (package "gelulab.layers.keras").
 
     from gelulab.layers.keras import GELU
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16), GELU(approximate="tanh"),
@@ -6,9 +6,15 @@
 
 `model.save("m.keras")` then `keras.models.load_model("m.keras")` round-trips with no `custom_objects`, provided
 this module has been imported in the loading process (`import gelulab.layers.keras`): the layers are stored under
-their registered names ("gelulab>GELU", ...) and Keras imports modules of its own packages only, never a third
-party's, when it meets an unknown name (keras.saving's deserialize_keras_object); without the import
-load_model raises TypeError ("Could not locate class 'GELU'").
+their registered names ("gelulab.layers.keras>GELU", ...) and Keras imports modules of its own packages only, never
+a third party's, when it meets an unknown name (keras.saving's deserialize_keras_object); without the import
+load_model raises TypeError ("Could not locate class 'GELU'. ... make sure they are all imported ... Full object
+config: {'module': 'gelulab.layers.keras', ..., 'registered_name': 'gelulab.layers.keras>GELU'}"), which names the
+module to import. Files saved under the earlier names ("gelulab>GELU") load as well.
+
+Leaving Keras (TensorFlow backend): `model.export(path)` writes a SavedModel that `tf.saved_model.load` serves in a
+process with TensorFlow alone (no gelulab, no Keras), and `tf.lite.TFLiteConverter.from_keras_model(model)` converts
+a model holding the kernel to builtin TFLite ops (the kernel uses no bitwise op) run by the stock interpreter.
 
 The layers work with every Keras backend: `call` hands the backend's tensor (tf.Tensor, jax.Array or
 torch.Tensor) to gelulab.apply, which dispatches on its type. They have no weights. Each layer is also a valid
@@ -19,10 +25,15 @@ from __future__ import annotations
 import keras
 
 from gelulab.api import apply
-from gelulab.core.activations import DEFAULT_IMPL, GELU_MODES, activation_key, check_impl, check_mode, get_activation
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, check_mode, get_activation
+
+# The registered names ("gelulab.layers.keras>GELU") name the module a loading process must import; Keras prints
+# them in its "Could not locate class" error. Files saved under the earlier names ("gelulab>GELU") still load.
+PACKAGE = "gelulab.layers.keras"
+EARLIER_PACKAGE = "gelulab"
 
 
-@keras.saving.register_keras_serializable(package="gelulab")
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class Activation(keras.layers.Layer):
     """Any catalogue entry (core.activations.ACTIVATIONS) as an elementwise Keras layer.
 
@@ -49,7 +60,7 @@ class Activation(keras.layers.Layer):
         return {**super().get_config(), "key": self.key, "impl": self.impl}
 
 
-@keras.saving.register_keras_serializable(package="gelulab")
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class GELU(Activation):
     """GELU: approximate "none" (exact x Phi(x), Hendrycks & Gimpel 2016 eq. 1), "tanh" (sec. 2) or "sigmoid"
     (x sigmoid(1.702 x), sec. 2), an explicit string (a bool or None raises ValueError; keras.activations.gelu's
@@ -66,7 +77,7 @@ class GELU(Activation):
         return {**config, "approximate": self.approximate}
 
 
-@keras.saving.register_keras_serializable(package="gelulab")
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class ReLU(Activation):
     """ReLU max(x, 0), impl "kernel" (default), "formula" or "builtin" (the plain case of keras.layers.ReLU)."""
 
@@ -80,7 +91,7 @@ class ReLU(Activation):
         return config
 
 
-@keras.saving.register_keras_serializable(package="gelulab")
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class SiLU(Activation):
     """SiLU x sigmoid(x), impl "kernel" (default), "formula" or "builtin". Raises ValueError when the catalogue has no "silu" entry."""
 
@@ -94,14 +105,24 @@ class SiLU(Activation):
         return config
 
 
+def _register_earlier_names() -> None:
+    custom = keras.saving.get_custom_objects()
+    for cls in (Activation, GELU, ReLU, SiLU):
+        custom.setdefault(f"{EARLIER_PACKAGE}>{cls.__name__}", cls)
+
+
+_register_earlier_names()
+
+
 def layer_for(key: str, impl: str = DEFAULT_IMPL, **kwargs) -> Activation:
-    """The layer computing catalogue entry `key`: GELU(approximate=...), ReLU() or SiLU() where one is named for
-    it, else Activation(key); kwargs go to keras.layers.Layer. Raises ValueError for an unknown key or impl."""
-    named = {"relu": ReLU, "silu": SiLU}
-    named.update({activation_key("gelu", mode): _gelu(mode) for mode in GELU_MODES})
-    get_activation(key)
-    return named[key](impl=impl, **kwargs) if key in named else Activation(key, impl, **kwargs)
-
-
-def _gelu(mode):
-    return lambda impl, **kwargs: GELU(approximate=mode, impl=impl, **kwargs)
+    """The layer computing catalogue entry `key`: the class its unit names (`layer_name`: GELU(approximate=mode),
+    ReLU(), SiLU()), else Activation(key); kwargs go to keras.layers.Layer. impl: as the layers' (the default "kernel" takes the formula for
+    an entry without a kernel, Activation.impl_for). Raises ValueError for an unknown key or impl."""
+    entry = get_activation(key)
+    impl = entry.impl_for(check_impl(impl))
+    cls = globals().get(entry.layer_name) if entry.layer_name else None
+    if cls is None:
+        return Activation(key, impl, **kwargs)
+    if entry.mode is not None:
+        return cls(approximate=entry.mode, impl=impl, **kwargs)
+    return cls(impl=impl, **kwargs)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from gelulab.api import apply
-from gelulab.core.activations import DEFAULT_IMPL, GELU_MODES, activation_key, check_impl, check_mode, get_activation
+from gelulab.backends.torch.kernels import onnx_exporting
+from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, check_mode, get_activation
 
 
 class Activation(torch.nn.Module):
@@ -33,11 +34,47 @@ class Activation(torch.nn.Module):
         self.inplace = bool(inplace)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        out = apply(self.key, input, self.impl)
+        if torch.jit.is_scripting():  # TorchScript compiles this branch alone: impl "builtin" (__prepare_scriptable__)
+            out = _scripted_builtin(self.key, input)
+        else:
+            if self.impl == "formula" and onnx_exporting():
+                raise RuntimeError(_FORMULA_ONNX)
+            out = apply(self.key, input, self.impl)
         return input.copy_(out) if self.inplace else out
+
+    def __prepare_scriptable__(self):
+        """torch.jit.script calls this before compiling: impl "builtin" scripts (torch.nn.functional's op);
+        the kernel and the formula are Python over gelulab's modules, which TorchScript cannot compile, so they
+        are refused here, before any work, with the ways out (RuntimeError)."""
+        if self.impl != "builtin":
+            raise RuntimeError(f"torch.jit.script: gelulab's impl={self.impl!r} cannot be scripted; use "
+                               "torch.jit.trace or torch.export (they carry the kernel), or call "
+                               "gelulab.swap(model, impl='builtin') before scripting")
+        return self
 
     def extra_repr(self) -> str:
         return f"key={self.key!r}, impl={self.impl!r}" + (", inplace=True" if self.inplace else "")
+
+
+_FORMULA_ONNX = ("torch.onnx.export: gelulab's impl='formula' computes in float64 with erfc, which ONNX and ONNX "
+                 "Runtime lack; export with impl='kernel' (exported op for op, the same values) or call "
+                 "gelulab.swap(model, impl='builtin') before export")
+
+
+def _scripted_builtin(key: str, x: torch.Tensor) -> torch.Tensor:
+    """impl "builtin" in TorchScript: torch's own op for each catalogue key (backends/torch/activations.py's
+    builtins). Raises RuntimeError for a key without one."""
+    if key == "gelu_none":
+        return torch.nn.functional.gelu(x)
+    if key == "gelu_tanh":
+        return torch.nn.functional.gelu(x, approximate="tanh")
+    if key == "gelu_sigmoid":
+        return x * torch.sigmoid(1.702 * x)
+    if key == "relu":
+        return torch.nn.functional.relu(x)
+    if key == "silu":
+        return torch.nn.functional.silu(x)
+    raise RuntimeError("torch.jit.script: this catalogue entry has no TorchScript builtin")
 
 
 class GELU(Activation):
@@ -78,13 +115,14 @@ class SiLU(Activation):
 
 
 def layer_for(key: str, impl: str = DEFAULT_IMPL) -> Activation:
-    """The module computing catalogue entry `key`: GELU(approximate=...), ReLU() or SiLU() where one is named for
-    it, else Activation(key). Raises ValueError for an unknown key or impl."""
-    named = {"relu": ReLU, "silu": SiLU}
-    named.update({activation_key("gelu", mode): _gelu(mode) for mode in GELU_MODES})
-    get_activation(key)
-    return named[key](impl=impl) if key in named else Activation(key, impl)
-
-
-def _gelu(mode):
-    return lambda impl: GELU(approximate=mode, impl=impl)
+    """The module computing catalogue entry `key`: the class its unit names (`layer_name`: GELU(approximate=mode),
+    ReLU(), SiLU()), else Activation(key). impl: as the layers' (the default "kernel" takes the formula for
+    an entry without a kernel, Activation.impl_for). Raises ValueError for an unknown key or impl."""
+    entry = get_activation(key)
+    impl = entry.impl_for(check_impl(impl))
+    cls = globals().get(entry.layer_name) if entry.layer_name else None
+    if cls is None:
+        return Activation(key, impl)
+    if entry.mode is not None:
+        return cls(approximate=entry.mode, impl=impl)
+    return cls(impl=impl)

@@ -39,15 +39,17 @@ class _Namespace:
     abs = staticmethod(tf.abs)
     rint = staticmethod(tf.math.round)  # round half to even
 
+    # No bitwise ops (TFLite's builtin ops have none): clearing the low s bits of an int32 is i - floormod(i, 2^s)
+    # in two's complement, and a shift by 23 is a product by 2^23 (both wrap as the bit ops do), so the bits are
+    # those of a mask and a shift and a Keras model holding the kernel converts to TFLite and runs there.
     @staticmethod
     def keep_bits(x, bits: int):
-        mask = tf.constant(_i32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF), tf.int32)
-        return tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(_t(x), tf.int32), mask), tf.float32)
+        i = tf.bitcast(_t(x), tf.int32)
+        return tf.bitcast(i - tf.math.floormod(i, tf.constant(1 << (24 - bits), tf.int32)), tf.float32)
 
     @staticmethod
     def pow2(k):
-        e = tf.bitwise.left_shift(tf.cast(k, tf.int32) + 127, tf.constant(23, tf.int32))
-        return tf.bitcast(e, tf.float32)
+        return tf.bitcast((tf.cast(k, tf.int32) + 127) * tf.constant(1 << 23, tf.int32), tf.float32)
 
     @staticmethod
     def bits_equal(x, u: int):

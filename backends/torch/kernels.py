@@ -15,7 +15,8 @@ built for (autocast, another thread count), keep the float64 path (_Compiled._lo
 the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
 `bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
-traced into the caller's graph instead.
+traced into the caller's graph instead; torch.jit.trace and torch.onnx.export (both exporters) record them without bit
+casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values.
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
 calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
@@ -23,6 +24,8 @@ global torch setting is changed.
 """
 from __future__ import annotations
 
+import math
+import struct
 import threading
 import time
 import warnings
@@ -77,19 +80,75 @@ class _Namespace:
 NS = _Namespace()
 
 
-def _tracing() -> bool:
-    """Whether a tracer (torch.compile's dynamo, torch.export, make_fx, torch.fx.symbolic_trace) is recording ops
-    rather than running them. Raises RuntimeError under torch.jit.trace, which cannot record the kernels' bit casts."""
-    if torch.jit.is_tracing():
-        raise RuntimeError("gelulab's float32 kernels cannot be recorded by torch.jit.trace (its IR has no bit-cast "
-                           "view, aten::view.dtype); use torch.export or torch.compile, or impl='formula'")
+def _f32_of_bits(u: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", u))[0]
+
+
+class _PortableNamespace(_Namespace):
+    """The same operations without bit casts, for exporters whose IR or target has none (torch.jit.trace and the
+    legacy ONNX exporter: no aten::view.dtype; the dynamo ONNX exporter: no translation of it): every result is the
+    same float32 bits as _Namespace's on the values the kernels compute (tests/test_export.py compares them).
+    keep_bits scales |x| by powers of two (exact) to [2^(b-1), 2^b), floors it and scales back; pow2 is 2.0**k."""
+
+    @staticmethod
+    def keep_bits(x, bits: int):
+        a = torch.abs(x)
+        small = a < 2.0**-64  # scaled up first, so that 2^(b-1-e) stays a normal float32
+        a_n = torch.where(small, a * 2.0**64, a)
+        e = torch.floor(torch.log2(torch.where(a_n > 0, a_n, 1.0)))  # may be one off near a power of two
+        scale = _PortableNamespace.pow2(bits - 1.0 - e)
+        t = a_n * scale
+        over = t >= float(2**bits)
+        t, scale = torch.where(over, t * 0.5, t), torch.where(over, scale * 0.5, scale)
+        under = t < float(2 ** (bits - 1))
+        t, scale = torch.where(under, t * 2.0, t), torch.where(under, scale * 2.0, scale)
+        r = torch.floor(t) / scale
+        r = torch.where(small, r * 2.0**-64, r)
+        r = torch.where(x < 0, -r, r)
+        return torch.where((a == 0) | ~(a < float("inf")), x, r)  # zeros (their sign), inf and nan as they are
+
+    @staticmethod
+    def pow2(k):
+        return torch.pow(2.0, k.to(torch.float32))
+
+    @staticmethod
+    def bits_equal(x, u: int):
+        v = _f32_of_bits(u)
+        if v == 0.0 or math.isnan(v):  # a signed zero or a NaN pattern has no float equivalent; the kernels use neither
+            raise ValueError(f"bits_equal: 0x{u:08X} is not a finite nonzero float32")
+        return x == v
+
+
+PORTABLE_NS = _PortableNamespace()
+
+
+def _recording():
+    """The kernel namespace to record the kernels' ops with when a tracer is recording rather than running them;
+    None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too) and the
+    dynamo ONNX exporter; NS under torch.compile's dynamo, torch.export, make_fx and torch.fx.symbolic_trace."""
+    if torch.jit.is_tracing() or onnx_exporting():
+        return PORTABLE_NS
     if torch.compiler.is_compiling():
-        return True
+        return NS
     from torch.fx import _symbolic_trace
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     symbolic = getattr(_symbolic_trace, "is_fx_symbolic_tracing", lambda: False)
-    return symbolic() or get_proxy_mode() is not None
+    return NS if symbolic() or get_proxy_mode() is not None else None
+
+
+def onnx_exporting() -> bool:
+    """Whether torch.onnx.export (either exporter) is running, read from the exporters' own flags: torch.compile's
+    dynamo, which the dynamo exporter's capture runs, folds torch.onnx.is_in_onnx_export() to False."""
+    try:
+        from torch.onnx._internal.exporter import _flags
+        from torch.onnx._internal.torchscript_exporter._globals import GLOBALS
+    except ImportError:  # another torch: its public flag
+        return torch.onnx.is_in_onnx_export()
+    if _flags._is_onnx_exporting:
+        return True
+    # the legacy exporter records with torch.jit.trace, never under dynamo (which refuses to trace its flag)
+    return not torch.compiler.is_compiling() and bool(GLOBALS.in_onnx_export)
 
 
 def _recompile_room():
@@ -133,8 +192,8 @@ class _Compiled:
         self._built_state = None  # the global state the loop was built under (_state)
         self._lock = threading.Lock()
 
-    def _run(self, x):
-        out = tuple(f(NS, x) for f in self.fns)
+    def _run(self, x, ns=NS):
+        out = tuple(f(ns, x) for f in self.fns)
         return out if len(out) > 1 else out[0]
 
     def _float64(self, x):
@@ -202,9 +261,10 @@ class _Compiled:
 
     def __call__(self, x):
         dtype = x.dtype
-        if _tracing():
+        ns = _recording()
+        if ns is not None:
             xf = x if dtype == torch.float32 else x.to(torch.float32)
-            y = self._run(xf)
+            y = self._run(xf, ns)
         else:
             loop = self._loop(x)
             if loop is None:
@@ -226,7 +286,7 @@ class _Compiled:
             return y
         if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
             y0 = y[0] if isinstance(y, tuple) else y
-            y0 = torch.where(NS.bits_equal(xf, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
+            y0 = torch.where((ns or NS).bits_equal(xf, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
             y = (y0,) + y[1:] if isinstance(y, tuple) else y0
         return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
 
@@ -305,8 +365,8 @@ def _build(key: str):
             y, d = F.apply(x)
             return (y, d), (in_dims[0], in_dims[0])
 
-    def f(x):
-        if torch.is_grad_enabled() and x.requires_grad:
+    def f(x):  # torch.jit.trace records the value's ops alone (its IR cannot hold an autograd.Function)
+        if torch.is_grad_enabled() and x.requires_grad and not torch.jit.is_tracing():
             return F.apply(x)[0]
         return k0(x)
 
