@@ -17,7 +17,7 @@ activation call. The public names are resolved lazily:
     apply(key, x, impl=...), activation(key, impl=...)
                                      any catalogue entry on a native array, or as a callable (gelulab.api)
     swap(model, to=None, impl=...)   replace the activation modules of a torch or Keras model (gelulab.surgery)
-    identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.probe)
+    identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.api.probe)
 
 Layers for each framework: gelulab.layers.torch, gelulab.layers.keras, gelulab.layers.flax.
 """
@@ -57,7 +57,7 @@ _LAZY = {
     "apply": ("gelulab.api", "apply"),
     "activation": ("gelulab.api", "activation"),
     "swap": ("gelulab.surgery", "swap"),
-    "identify": ("gelulab.probe", "identify"),
+    "identify": ("gelulab.api.probe", "identify"),
 }
 
 

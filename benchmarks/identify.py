@@ -68,7 +68,7 @@ def run(args) -> int:
     # threads before any framework computes; jax_enable_x64 and TF32 left as a user has them
     reproducible(threads=config.threads(), x64=None, tf32=None, backends=names)
     threads = {name: activations_module(name).threads() for name in names}  # starts no framework runtime
-    from gelulab import probe
+    from gelulab.api import probe
 
     t0 = time.perf_counter()
     probe._references("float32")

@@ -12,114 +12,18 @@ import contextlib
 import importlib
 import os
 import sys
-import time
 
 COMMANDS = {
-    "run": ("gelulab.cli", "the main job: parity summary and the moons experiment, one report"),
+    "run": ("gelulab.experiments.run.command", "the main job: parity summary and the moons experiment, one report"),
     "parity": ("gelulab.experiments.parity.command", "forward and gradient parity against the mpmath reference"),
-    "moons": ("gelulab.experiments.moons.study", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
+    "moons": ("gelulab.experiments.moons.command", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
     "bench": ("gelulab.benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
     "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
-    "identify": ("gelulab.identify_command", "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
+    "identify": ("gelulab.experiments.identify.command", "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
     "merge": ("gelulab.experiments.merge.command", "results of several machines, devices or versions side by side"),
     "verify": ("gelulab.experiments.verify.command",
                "every float32 input (or a stride of them) through each backend's float32 kernel, against the correctly rounded value"),
 }
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `gelulab run`, the main job."""
-    parser.add_argument("--out", default="results/run", help="results folder (default results/run)")
-    parser.add_argument("--seeds", type=int, default=5, help="moons seeds (default 5; `gelulab moons` runs 20)")
-    parser.add_argument("--epochs", type=int, default=100, help="moons epochs (default 100, the article's)")
-
-
-def run(args) -> int:
-    """`gelulab run`: --out checked writable and held by this run alone (core.lock.hold; another run into it is
-    refused at once, naming it) for the whole of _run_main, which does the work (see there)."""
-    from gelulab.core.lock import hold
-    from gelulab.core.output import check_writable
-
-    with hold(check_writable(args.out)):
-        return _run_main(args)
-
-
-def _run_main(args) -> int:
-    """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
-    moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
-    report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0.
-
-    Raises ValueError before any work for bad options, an unwritable --out, or a selection without a backend
-    that can train (numpy alone: the moons part needs autodiff). Both parts resume: rerunning the same command
-    after an interrupt skips the parity groups and moons runs already stored in --out."""
-    from gelulab.backends import get_backend, selected_backends
-    from gelulab.core.activations import HEADLINE
-    from gelulab.core.output import Interrupted, check_writable
-    from gelulab.core.report import atomic_write_text, environment, write_json
-    from gelulab.experiments.moons import study as moons
-    from gelulab.experiments.moons.config import MoonsConfig
-    from gelulab.experiments.parity import command as parity
-
-    if args.seeds < 1:
-        raise ValueError(f"--seeds {args.seeds}: expected at least 1")
-    cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=HEADLINE)
-    out = check_writable(args.out)
-    names = selected_backends()
-    trainable, _ = moons.check_backends(names)
-    if not trainable:
-        raise ValueError(f"backends {names}: the moons part of `gelulab run` needs a backend with autodiff (jax, "
-                         "torch or tensorflow; numpy has none); for the numpy parity alone run `gelulab parity "
-                         "--backend numpy`")
-    backends = [get_backend(n) for n in names]
-    t0 = time.perf_counter()
-    print(f"[1/2] parity of {', '.join(names)} against mpmath (eager; value and first derivative)", flush=True)
-    try:
-        pdata = parity.run_parity(backends, out / "parity", modes=("eager",), orders=(0, 1))
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted during parity; {parity.stored_summary(out / 'parity')}; moons not "
-                          "started; run the same command again to resume") from None
-    t1 = time.perf_counter()
-    print(f"[2/2] moons: ReLU vs exact GELU, {len(cfg.seeds)} seeds x {cfg.epochs} epochs", flush=True)
-    try:
-        results = moons.run_study(cfg, out / "moons", backends=trainable)
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted during moons; parity is complete in {out / 'parity'}, "
-                          f"{moons.stored_summary(cfg, out / 'moons', trainable)}; run the same command again to "
-                          "resume") from None
-    paths = moons.write_report(results, out / "moons")
-    t2 = time.perf_counter()
-    env = environment(backends)
-    counts = parity.counts_sentence(pdata)
-    text = (
-        "# gelulab run\n\n"
-        f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n"
-        f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
-        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s (this session; stored results are reused).\n\n"
-        "## Parity summary\n\n"
-        f"{counts} Full report: [parity/report.md](parity/report.md).\n\n"
-        + pdata["summary_md"]
-        + "".join(f"\n![errors](parity/{p})\n" for p in pdata.get("plots", []))
-        + "\n## Moons\n\n"
-        + _nested((out / "moons" / "report.md").read_text()).replace("](", "](moons/")
-        + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
-        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
-        + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
-    )
-    atomic_write_text(out / "report.md", text)
-    write_json(out / "results.json", {
-        "environment": env,
-        "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "n_upstream", "n_unreported", "n_own", "n_new",
-                                         "cells")},
-        "moons": {k: v for k, v in results.items() if k != "boundaries"},
-        "seconds": {"parity": t1 - t0, "moons": t2 - t1},
-    })
-    print(f"report: {out / 'report.md'} ({', '.join(p.name for p in paths.values())} in {out / 'moons'})")
-    return 0
-
-
-def _nested(markdown: str) -> str:
-    """A sub-report's Markdown with every heading two levels deeper, for inclusion under a `##` section."""
-    return "\n".join("##" + line if line.startswith("#") else line for line in markdown.splitlines()) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -43,7 +43,7 @@ from gelulab.core.contract import (
 )
 from gelulab.core.dtypes import DTYPES
 from gelulab.core.report import environment
-from gelulab.identify_command import evaluate
+from gelulab.experiments.identify.command import evaluate
 
 PYPROJECT = tomllib.loads((Path(gelulab.__file__).parent / "pyproject.toml").read_text())
 

@@ -21,9 +21,10 @@ import pytest
 import readme_blocks
 from conftest import available, requires
 
-from gelulab import cli, identify, identify_expression
+from gelulab import cli, identify
+from gelulab.experiments.identify import expression as identify_expression
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.probe import PROBE, SEPARATING, CallableFailed, tolerance
+from gelulab.api.probe import PROBE, SEPARATING, CallableFailed, tolerance
 
 SILU = "silu" if "silu" in ACTIVATIONS else None  # SiLU is a variant once the catalogue has it
 
@@ -292,10 +293,11 @@ def _python(code: str, cwd) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_a_refused_expression_imports_and_runs_nothing(tmp_path):
     code = """if True:
         import json, sys
-        from gelulab import identify_expression as ie
+        from gelulab.experiments.identify import expression as ie
         out = {}
         for e in ("lambda x: torch.sigmoid(x) + os.getcwd()", "jax.nn.gelu(open('X', 'w'))",
                   "__import__('os').system('touch X')"):
@@ -314,6 +316,7 @@ def test_a_refused_expression_imports_and_runs_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.subprocess
 def test_command_line_runs_python_only_with_the_flag(tmp_path):
     import os
     import subprocess

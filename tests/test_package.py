@@ -1,14 +1,9 @@
 """The package: one import name (`gelulab`, beside a user's own `core` package), one version (pyproject.toml), and
-imports that point one way (backends -> core; experiments and benchmarks -> core and backends; only cli.py
-imports experiments; only backends import a framework), read from the source with `ast`.
-
-One narrow exception to "only backends import a framework": `gelulab.layers.<fw>` is, by definition, that
-framework's own layer classes (as einops.layers.torch), so it may import its own framework family and no other:
-layers.torch torch, layers.keras keras, layers.flax flax and jax (LAYER_FRAMEWORKS); the computation stays in the
-backends (the layers call gelulab.api)."""
+the architecture declared in pyproject.toml's `[tool.importlinter]` contracts (imports point one way: cli ->
+experiments | benchmarks -> api : layers -> backends -> core; only the backends import a framework, a layer
+module its own framework's), checked by import-linter's `lint-imports` over the source."""
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -23,97 +18,45 @@ import tomllib
 import gelulab
 
 ROOT = Path(gelulab.__file__).resolve().parent  # the repository root is the package directory
-PACKAGE_FOLDERS = ("core", "backends", "experiments", "benchmarks", "layers")
-FRAMEWORKS = {"jax", "jaxlib", "flax", "optax", "torch", "tensorflow", "keras", "transformers"}
-# the one exception: each framework's own layer module imports that framework's family, nothing else
-LAYER_FRAMEWORKS = {"gelulab.layers.torch": {"torch"}, "gelulab.layers.keras": {"keras"},
-                    "gelulab.layers.flax": {"flax", "jax"}}
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def _sources() -> dict[str, Path]:
-    """{dotted module name: path} of every .py file of the package (tests and build output excluded)."""
-    out = {}
-    files = [p for p in ROOT.glob("*.py") if p.name != "setup.py"]
-    files += [p for folder in PACKAGE_FOLDERS for p in (ROOT / folder).rglob("*.py")]
-    for path in sorted(files):
-        rel = path.relative_to(ROOT)
-        parts = ["gelulab", *rel.with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
+def _lint_imports(cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """`lint-imports` with the contracts of cwd's pyproject.toml, gelulab imported from `pythonpath` when given
+    (else the installed one); no cache written."""
+    if not LINT_IMPORTS.exists():
+        pytest.skip("import-linter is not installed (the dev extra)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--config", "pyproject.toml"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module `path` imports, at any level, plus string constants naming a gelulab module (import_module)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{path}: relative import (gelulab uses absolute imports)"
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("gelulab."):
-            found.add(node.value.split()[0])
-    return found
+def test_the_root_holds_no_module_but_the_packages_own():
+    modules = sorted(p.name for p in ROOT.glob("*.py"))
+    assert modules == ["__init__.py", "__main__.py", "setup.py"]
 
 
-def _under(name: str, *prefixes: str) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
+def test_imports_follow_the_declared_architecture():
+    proc = _lint_imports(ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in proc.stdout
 
 
-def _framework_imports(module: str, imported: set[str]) -> list[str]:
-    """The framework imports of `module` the rule forbids: any outside gelulab.backends, except a layer module's
-    own family (LAYER_FRAMEWORKS)."""
-    if _under(module, "gelulab.backends"):
-        return []
-    allowed = LAYER_FRAMEWORKS.get(module, set())
-    return sorted(i for i in imported if i.split(".")[0] in FRAMEWORKS and i.split(".")[0] not in allowed)
-
-
-def test_imports_point_one_way():
-    sources = _sources()
-    assert {"gelulab.core.contract", "gelulab.backends", "gelulab.experiments.moons.study", "gelulab.cli",
-            *LAYER_FRAMEWORKS} <= set(sources)
-    bad = []
-    for module, path in sources.items():
-        imported = _imports(path)
-        forbidden = []
-        if _under(module, "gelulab.core"):
-            forbidden = ["gelulab.backends", "gelulab.experiments", "gelulab.benchmarks", "gelulab.cli"]
-        elif _under(module, "gelulab.backends"):
-            forbidden = ["gelulab.experiments", "gelulab.benchmarks", "gelulab.cli"]
-        elif _under(module, "gelulab.benchmarks"):
-            forbidden = ["gelulab.experiments", "gelulab.cli"]
-        elif _under(module, "gelulab.experiments"):
-            forbidden = ["gelulab.cli", "gelulab.benchmarks"]
-        if module != "gelulab.cli" and not _under(module, "gelulab.experiments"):
-            forbidden.append("gelulab.experiments")
-        bad += [f"{module} imports {i}" for i in sorted(imported) if _under(i, *forbidden)]
-        bad += [f"{module} imports the framework {i}" for i in _framework_imports(module, imported)]
-    assert bad == []
-
-
-def test_the_rule_catches_a_wrong_direction(tmp_path):
-    """The checker itself: a core module importing an experiment is found (so the test above can fail)."""
-    probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from gelulab.experiments.moons import config\n"
-                     "    return __import__('importlib').import_module('gelulab.benchmarks.grid')\n")
-    assert {"gelulab.experiments.moons", "gelulab.experiments.moons.config", "gelulab.benchmarks.grid"} <= _imports(probe)
-
-
-def test_the_layer_exception_is_narrow():
-    """A layer module may import its own framework family only; the layers package, a backend-free module and
-    another framework in a layer module are still caught."""
-    torch_layer = {"torch", "torch.nn"}
-    assert _framework_imports("gelulab.layers.torch", torch_layer) == []
-    assert _framework_imports("gelulab.layers.flax", {"flax.linen", "jax.numpy"}) == []
-    assert _framework_imports("gelulab.layers.keras", {"keras", "tensorflow"}) == ["tensorflow"]
-    assert _framework_imports("gelulab.layers.torch", {"torch", "transformers"}) == ["transformers"]
-    assert _framework_imports("gelulab.layers", torch_layer) == ["torch", "torch.nn"]
-    assert _framework_imports("gelulab.benchmarks.identify", {"torch"}) == ["torch"]
-    assert _framework_imports("gelulab.backends.torch.hf", {"torch", "transformers"}) == []
+@pytest.mark.subprocess
+def test_the_checker_fails_on_a_wrong_way_import(tmp_path):
+    """The contracts catch a core module importing an experiment and an experiment importing a framework, so the
+    test above can fail."""
+    copy = _checkout_copy(tmp_path / "gelulab")
+    (copy / "core" / "wrong_way.py").write_text("def f():\n    from gelulab.experiments.moons import config\n")
+    (copy / "experiments" / "wrong_framework.py").write_text("import torch\n")
+    proc = _lint_imports(copy, pythonpath=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Contracts: 0 kept, 2 broken." in proc.stdout
+    assert "gelulab.core.wrong_way -> gelulab.experiments.moons.config" in proc.stdout
+    assert "gelulab.experiments is not allowed to import torch" in proc.stdout
+    assert "gelulab.experiments.wrong_framework -> torch" in proc.stdout
 
 
 def test_version_is_written_once_in_pyproject():
@@ -137,6 +80,7 @@ def _checkout_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.subprocess
 def test_wheel_has_one_top_level_name_beside_a_users_core_package(tmp_path):
     src = _checkout_copy(tmp_path / "src")
     wheels = tmp_path / "wheels"
@@ -150,7 +94,7 @@ def test_wheel_has_one_top_level_name_beside_a_users_core_package(tmp_path):
         assert z.read(top_level).decode().split() == ["gelulab"]
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"gelulab"}
     assert not any(n.startswith("gelulab/tests/") for n in names)
-    for module in ("gelulab/core/contract.py", "gelulab/backends/jax/__init__.py", "gelulab/cli.py",
+    for module in ("gelulab/core/contract.py", "gelulab/backends/jax/__init__.py", "gelulab/cli/__init__.py",
                    "gelulab/experiments/moons/study.py", "gelulab/benchmarks/trainstep.py",
                    "gelulab/experiments/swap/data/sentence_pairs.tsv"):
         assert module in names, module

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from gelulab import identify_expression
+from gelulab.experiments.identify import expression as identify_expression
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def evaluate(expression: str, allow_python: bool = False):
 def _identify(expression: str, fn, framework):
     """probe.identify(fn), its errors (a callable that cannot be called or fails on the probe) as ValueError
     naming the expression."""
-    from gelulab.probe import CallableFailed, identify
+    from gelulab.api.probe import CallableFailed, identify
 
     try:
         return identify(fn, framework=framework)
@@ -69,7 +69,7 @@ def run(args) -> int:
     Raises ValueError (the command line prints it, exit code 2) for an expression that is refused, fails or is not
     a callable, and for a callable that cannot be called on an array or fails on the probe, naming the
     expression."""
-    from gelulab.probe import compare
+    from gelulab.api.probe import compare
 
     expressions = [e for e in (args.a, args.b) if e is not None]
     fns = [evaluate(e, getattr(args, "allow_python", False)) for e in expressions]  # both before any probe

@@ -1,7 +1,7 @@
 """`gelulab moons`: ReLU against the three GELU forms on make_moons, in every selected backend, over many
 seeds.
 
-The study: arms relu, gelu_none, gelu_tanh, gelu_sigmoid; each seed fixes the data, split, initial
+The study (its command line: experiments/moons/command.py): arms relu, gelu_none, gelu_tanh, gelu_sigmoid; each seed fixes the data, split, initial
 weights and order, shared by every arm and backend (paired comparisons); regimes `matched` (shared numpy init
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
@@ -24,7 +24,6 @@ API for the main job:
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import json
@@ -52,7 +51,7 @@ from gelulab.core import config as gconfig
 from gelulab.core.config import threads as env_threads
 from gelulab.core.interrupts import die_with_parent, dropped_interrupts_sent_again
 from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable, set_aside
+from gelulab.core.output import check_writable, set_aside
 from gelulab.core.provenance import package_versions, version_changes
 from gelulab.core.report import (
     CHECKSUM_FIELD,
@@ -63,21 +62,16 @@ from gelulab.core.report import (
     write_json,
 )
 from gelulab.experiments.moons.config import (
-    ARMS,
-    REGIMES,
-    TRAIN_DTYPES,
     MoonsConfig,
-    check_seed_count,
     decision_grid,
     evaluate,
     make_data,
     train_spec,
 )
-from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.experiments.moons.plots import write_plots
-from gelulab.experiments.moons.report import analyse, divergence_warning, markdown
+from gelulab.experiments.moons.report import analyse, markdown
 
-__all__ = ["MoonsConfig", "add_arguments", "markdown", "run", "run_study", "write_report"]
+__all__ = ["MoonsConfig", "markdown", "run_study", "write_report"]
 
 SKIP_REASON = "the {} backend has no autodiff, and training needs gradients: moons skips it"
 DEFAULT_OUT = "results/moons"
@@ -535,112 +529,3 @@ def write_report(results: dict, out_dir) -> dict:
     paths["json"] = write_json(out_dir / "results.json", {k: v for k, v in results.items() if k != "boundaries"})
     paths.update(write_plots(results, out_dir))
     return paths
-
-
-# ---------------------------------------------------------------------------------------------------- the CLI
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from e
-
-
-def _str_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `gelulab moons` options; every MoonsConfig field has one (defaults: the article's setting)."""
-    from gelulab.experiments.moons import grid_cli
-
-    d = MoonsConfig()
-    parser.add_argument("--out", default=None, help=f"results folder (default {DEFAULT_OUT}, with --grid "
-                        f"{grid_cli.DEFAULT_OUT}); rerunning with the same folder resumes")
-    parser.add_argument("--backends", type=_str_list, default=None,
-                        help="comma-separated backends (default: GELULAB_BACKEND, else all installed)")
-    parser.add_argument("--seeds", type=int, default=len(d.seeds), help=f"number of seeds (default {len(d.seeds)})")
-    parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed, first-seed + 1, ...")
-    parser.add_argument("--arms", type=_str_list, default=d.arms, help=f"comma-separated arms, of {list(ARMS)}")
-    parser.add_argument("--impl", default=d.impl, help="formula (gelulab's, default) or builtin (the framework's)")
-    parser.add_argument("--regime", default="matched", choices=[*REGIMES, "both"],
-                        help="matched (shared init/order, one Adam; default), native (framework defaults), both")
-    parser.add_argument("--dtype", default=d.dtype, choices=TRAIN_DTYPES, help="dtype of the study")
-    parser.add_argument("--compare-dtype", default=d.compare_dtype, choices=[*TRAIN_DTYPES, "none"],
-                        help="second dtype for the cross-backend drift table (matched, first --compare-seeds seeds)")
-    parser.add_argument("--compare-seeds", type=int, default=d.compare_seeds)
-    parser.add_argument("--samples", type=int, default=d.n_samples, help="make_moons n_samples")
-    parser.add_argument("--noise", type=float, default=d.noise, help="make_moons noise (std)")
-    parser.add_argument("--dataset", default=d.dataset, choices=list(DATASETS),
-                        help="the data set drawn (default moons: make_moons; circles: make_circles)")
-    parser.add_argument("--val-fraction", type=float, default=d.val_fraction)
-    parser.add_argument("--test-fraction", type=float, default=d.test_fraction)
-    parser.add_argument("--hidden", type=_int_list, default=d.hidden,
-                        help="comma-separated hidden widths; the depth is their count (default 64,64)")
-    parser.add_argument("--epochs", type=int, default=d.epochs)
-    parser.add_argument("--batch-size", type=int, default=d.batch_size)
-    parser.add_argument("--lr", type=float, default=d.lr)
-    parser.add_argument("--beta1", type=float, default=d.beta1)
-    parser.add_argument("--beta2", type=float, default=d.beta2)
-    parser.add_argument("--eps", type=float, default=d.eps, help="Adam epsilon of the matched regime")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="worker processes (or Ray CPUs), one backend each (default: CPU cores, at most one per "
-                             "backend); with --grid one cell each (default: CPU cores)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--fail-on-divergence", action="store_true",
-                        help="exit 1 (after writing the report) when a run diverged or did not learn; without it "
-                             "the warning is printed and the exit code is 0")
-    grid_cli.add_arguments(parser)
-
-
-def config_from_args(args) -> MoonsConfig:
-    """MoonsConfig from parsed CLI args; raises ValueError naming the field for a bad value."""
-    if args.seeds < 1:
-        raise ValueError(f"seeds: {args.seeds} seeds requested; expected at least 1")
-    check_seed_count("--seeds", args.seeds)  # before the list of seeds is built
-    return MoonsConfig(
-        n_samples=args.samples, noise=args.noise, dataset=args.dataset, val_fraction=args.val_fraction,
-        test_fraction=args.test_fraction,
-        hidden=args.hidden, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, beta1=args.beta1,
-        beta2=args.beta2, eps=args.eps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
-        arms=args.arms, impl=args.impl, regimes=REGIMES if args.regime == "both" else (args.regime,),
-        dtype=args.dtype, compare_dtype=None if args.compare_dtype == "none" else args.compare_dtype,
-        compare_seeds=args.compare_seeds,
-    )
-
-
-def run(args) -> int:
-    """`gelulab moons`: run or resume the study, write the report; returns the exit code (2: nothing to
-    train; 1: a run diverged and --fail-on-divergence was given; the warning is on stderr either way). Raises
-    ValueError (bad option, unwritable --out, results of other settings) before any training and
-    core.output.Interrupted on Ctrl-C, after the finished runs are on disk. With --grid, the study grid
-    (experiments/moons/grid_cli.py)."""
-    from gelulab.experiments.moons import grid_cli
-
-    if grid_cli.wants_grid(args):
-        if args.fail_on_divergence:
-            raise ValueError("--fail-on-divergence: checks the runs of one study; not used with --grid")
-        return grid_cli.run(args, add_arguments)
-    out = DEFAULT_OUT if args.out is None else args.out
-    cfg = config_from_args(args)
-    names, _ = check_backends(selected_backends() if args.backends is None else args.backends)
-    if not names:
-        print("gelulab moons: no backend with autodiff selected (numpy is skipped); nothing to train",
-              file=sys.stderr)
-        return 2
-    check_writable(out)
-    with hold(out):
-        try:
-            results = run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress,
-                                executor=args.executor, address=args.address)
-        except KeyboardInterrupt:
-            raise Interrupted(f"interrupted; {stored_summary(cfg, out, names)}; run the same command again to "
-                              "resume") from None
-        paths = write_report(results, out)
-        print(markdown(results, sections=("timing", "summary")))
-        print("\n".join(f"wrote {p}" for p in paths.values()))
-        warning = divergence_warning(results["divergence"])
-        if warning:
-            print(f"gelulab moons: {warning}", file=sys.stderr)
-        return 1 if warning and args.fail_on_divergence else 0
