@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-dispatch install clean
+.PHONY: run test test-fast test-dispatch install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The developer loop: the suite without the tests marked slow, compile, subprocess or training (markers in
+# pyproject.toml); the parity cells stay in. `make test` (CI) runs everything. GELULAB_BACKEND=numpy narrows it to
+# one backend and imports no other framework (tests/conftest.py fails a test that does).
+FAST := not slow and not compile and not subprocess and not training
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "$(FAST)"
 
 # The eager parity cells again under every CPU dispatch level below this processor's own (tests/dispatch_levels.py)
 test-dispatch: $(STAMP)

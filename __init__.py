@@ -16,7 +16,7 @@ activation call. The public names are resolved lazily:
                                      (gelulab.api)
     apply(key, x, impl=...), activation(key, impl=...)
                                      any catalogue entry on a native array, or as a callable (gelulab.api)
-    swap(model, to=None, impl=...)   replace the activation modules of a torch or Keras model (gelulab.surgery)
+    swap(model, to=None, impl=...)   replace the activation modules of a torch or Keras model (gelulab.api.surgery)
     identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.api.probe)
 
 Layers for each framework: gelulab.layers.torch, gelulab.layers.keras, gelulab.layers.flax.
@@ -56,7 +56,7 @@ _LAZY = {
     "silu": ("gelulab.api", "silu"),
     "apply": ("gelulab.api", "apply"),
     "activation": ("gelulab.api", "activation"),
-    "swap": ("gelulab.surgery", "swap"),
+    "swap": ("gelulab.api.surgery", "swap"),
     "identify": ("gelulab.api.probe", "identify"),
 }
 

@@ -8,6 +8,12 @@ keras.layers.Activation("gelu")) or a gelulab Keras layer gets gelulab's Keras l
 (gelulab.layers.keras, serializable: the model still saves and loads). Everything else is left as it is, e.g.
 transformers' ClippedGELUActivation (a GELU clipped to [-10, 10]) and keras.layers.ReLU.
 
+Saving a swapped transformers model: `save_pretrained` stores the weights and config.json, and `from_pretrained`
+rebuilds the activations the model's code and config name (its `hidden_act`), not gelulab's, which have no weights
+and no config entry. So that this is not silent, a torch model swapped while transformers is loaded warns once per
+`save_pretrained` call (a UserWarning of one line, naming the folder and the `gelulab.swap(...)` call to repeat after
+`from_pretrained`); `state_dict()`, `torch.save` and `torch.export` are unaffected and say nothing.
+
 Which formula each transformers class computes (transformers/activations.py, 4.x and 5.x):
 GELUActivation: torch.nn.functional.gelu, or 0.5 x (1 + erf(x / sqrt 2)) with use_gelu_python -> exact GELU;
 GELUTanh (alias PytorchGELUTanh): F.gelu(approximate="tanh"), or its Python form -> tanh form;
@@ -18,33 +24,39 @@ QuickGELUActivation: x sigmoid(1.702 x) -> sigmoid form; SiLUActivation: F.silu 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gelulab.core.activations import DEFAULT_IMPL, activation_key, check_impl, get_activation
+from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL, activation_key, check_impl, get_activation
+
+
+def _torch_rule(keys: tuple[str, ...]):
+    """The TORCH_CLASSES value of a class the catalogue entries `keys` list: the key itself, or for a class listed by
+    several entries of one op (torch.nn.GELU), a function of the module choosing by its `approximate`."""
+    if len(keys) == 1:
+        return keys[0]
+    op = get_activation(keys[0]).op
+    return lambda m: activation_key(op, m.approximate)
+
+
+def _torch_classes() -> dict:
+    listed: dict[str, tuple[str, ...]] = {}
+    for key, a in ACTIVATIONS.items():
+        for cls in a.torch_classes:
+            listed[cls] = listed.get(cls, ()) + (key,)
+    rules = {cls: _torch_rule(keys) for cls, keys in listed.items()}
+    own = ("Activation", *dict.fromkeys(a.layer_name for a in ACTIVATIONS.values() if a.layer_name))
+    rules.update({f"gelulab.layers.torch.{name}": (lambda m: m.key) for name in own})
+    return rules
+
 
 # torch module class ("module.qualname") -> catalogue key of what it computes (a function of the module where
-# the class has a mode). Exact class match: a subclass may compute something else.
-TORCH_CLASSES = {
-    "torch.nn.modules.activation.GELU": lambda m: activation_key("gelu", m.approximate),
-    "torch.nn.modules.activation.ReLU": "relu",
-    "torch.nn.modules.activation.SiLU": "silu",
-    "transformers.activations.GELUActivation": "gelu_none",
-    "transformers.activations.GELUTanh": "gelu_tanh",
-    "transformers.activations.PytorchGELUTanh": "gelu_tanh",  # a class of its own in transformers 4.x
-    "transformers.activations.NewGELUActivation": "gelu_tanh",
-    "transformers.activations.FastGELUActivation": "gelu_tanh",
-    "transformers.activations.AccurateGELUActivation": "gelu_tanh",
-    "transformers.activations.QuickGELUActivation": "gelu_sigmoid",
-    "transformers.activations.SiLUActivation": "silu",
-    "gelulab.layers.torch.Activation": lambda m: m.key,
-    "gelulab.layers.torch.GELU": lambda m: m.key,
-    "gelulab.layers.torch.ReLU": lambda m: m.key,
-    "gelulab.layers.torch.SiLU": lambda m: m.key,
-}
-# keras.activations function name -> catalogue key (keras.activations.gelu defaults to approximate=False; swish is
-# silu).
-KERAS_FUNCTIONS = {"gelu": "gelu_none", "relu": "relu", "silu": "silu"}
+# the class has a mode), from the catalogue units' `torch_classes`, and gelulab's own layers. Exact class match: a
+# subclass may compute something else.
+TORCH_CLASSES = _torch_classes()
+# keras.activations function name -> catalogue key, from the catalogue units' `keras_names`.
+KERAS_FUNCTIONS = {name: key for key, a in ACTIVATIONS.items() for name in a.keras_names}
 
 
 @dataclass(frozen=True)
@@ -130,9 +142,58 @@ def _swap_torch(model, choose, impl) -> list[Swapped]:
     for parent, name, path, old, was, now in plan:
         new = layer_for(now, impl)
         new.train(old.training)
+        # what the model's code builds there, read by _warn_on_save_pretrained (kept through a second swap)
+        new.gelulab_swapped_from = getattr(old, "gelulab_swapped_from", (was, _class_name(old)))
         setattr(parent, name, new)
         records.append(Swapped(path, was, _class_name(old), now, f"gelulab.layers.torch.{new!r}"))
+    if records and "transformers.modeling_utils" in sys.modules:
+        hooks = model._state_dict_pre_hooks.values()
+        if _warn_on_save_pretrained not in hooks:
+            model.register_state_dict_pre_hook(_warn_on_save_pretrained)
     return records
+
+
+def _save_pretrained_call(frame) -> tuple[str, int] | None:
+    """(save_directory, stack level of its caller for warnings.warn, counted from `frame` as level 1) of a
+    transformers `PreTrainedModel.save_pretrained` call running further up the stack from `frame` (found by its
+    code object), or None outside one."""
+    modeling_utils = sys.modules.get("transformers.modeling_utils")
+    code = getattr(getattr(getattr(modeling_utils, "PreTrainedModel", None), "save_pretrained", None), "__code__", None)
+    level = 1
+    while frame is not None and code is not None:
+        if frame.f_code is code:
+            return str(frame.f_locals.get("save_directory")), level + 1
+        frame, level = frame.f_back, level + 1
+    return None
+
+
+def reapply_call(layers) -> str:
+    """The `gelulab.swap(model, to={...}, ...)` call(s) that put gelulab's `layers` (torch modules placed by swap,
+    each with its `gelulab_swapped_from` = (catalogue key it was, class it was)) back into a freshly loaded model:
+    a mapping {key it was: key it became}, so that exactly those kinds of activation are replaced, and `impl` where
+    it is not the default; one call per impl, joined by "; "."""
+    calls = []
+    for impl in dict.fromkeys(layer.impl for layer in layers):
+        pairs = {m.gelulab_swapped_from[0]: m.key for m in layers if m.impl == impl}
+        calls.append(f"gelulab.swap(model, to={pairs!r}" + (f", impl={impl!r})" if impl != DEFAULT_IMPL else ")"))
+    return "; ".join(calls)
+
+
+def _warn_on_save_pretrained(module, prefix, keep_vars) -> None:
+    """state_dict pre-hook of a swapped torch model: inside transformers' save_pretrained, one UserWarning that
+    the saved folder will load with the model's own activations, and the call that reapplies gelulab's; silent
+    for every other state_dict() (torch.save, checkpoints, load_state_dict round trips keep gelulab's layers)."""
+    call = _save_pretrained_call(sys._getframe())
+    if call is None:
+        return
+    directory, level = call
+    layers = [m for m in module.modules() if hasattr(m, "gelulab_swapped_from")]
+    if not layers:
+        return
+    classes = sorted({m.gelulab_swapped_from[1].rsplit(".", 1)[-1] for m in layers})
+    warnings.warn(f"gelulab.swap: the model saved in {directory} loads with its own {', '.join(classes)}, not "
+                  f"gelulab's {len(layers)} swapped activation(s) (from_pretrained builds what config.json names); "
+                  f"after from_pretrained, call {reapply_call(layers)}", UserWarning, stacklevel=level)
 
 
 def keras_key(activation) -> str | None:

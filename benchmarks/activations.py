@@ -9,12 +9,16 @@ GELU ÷ ReLU, formula ÷ builtin and kernel ÷ builtin ratios (benchmarks/analys
 Usage:
   python -m benchmarks.activations [filters] [--quick] [--out DIR]       (also: gelulab bench ...)
   gelulab bench compare A.json B.json          B ÷ A per cell (filters go before `compare`)
+  gelulab bench --model [--quick]              real models: BertModel, Keras and Flax MLPs (benchmarks/model.py)
   filters: --backend --device --mode --activation --impl --direction --dtype --size, each repeatable or
   comma-separated (e.g. --size 1e6,1e7 --dtype float32); GELULAB_BACKEND selects backends when --backend is absent,
   GELULAB_DEVICE the device when --device is absent.
 
 Outputs (default results/bench/): bench.json (environment: CPU, cores, threads and versions; every cell;
 ratios), bench.md (tables), throughput_<backend>_<dtype>.png (log-log throughput vs size with the bandwidth line).
+While a run is under way (after each backend) and when it is interrupted, its results so far go to
+bench.partial.json and bench.partial.md ("partial": true): the last complete bench.json is replaced only when the
+new run completes (atomically), which then removes the partial files. One run at a time holds --out (core.lock).
 
 Settings: `gelulab.reproducible(threads=GELULAB_THREADS or --threads, default 1)` is called before any backend
 loads (thread counts, JAX x64, no TF32), and the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
@@ -63,6 +67,7 @@ from gelulab.benchmarks.runner import hooks, input_array, run_group, sync_overhe
 from gelulab.benchmarks.timer import QUICK, TimerConfig
 from gelulab.core import config
 from gelulab.core.dtypes import get_dtype
+from gelulab.core.lock import hold
 from gelulab.core.output import Interrupted, check_writable
 from gelulab.core.provenance import command_line
 from gelulab.core.report import atomic_write_text, environment, write_json
@@ -79,7 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true",
                         help="the whole grid: all four dtypes (default: float32 and bfloat16)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (under a minute)")
+                        help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (under a minute); "
+                             "with --model: small models and short timing, no torch.compile rows")
+    parser.add_argument("--model", action="store_true",
+                        help="gelulab in real models instead of the grid (benchmarks/model.py): a transformers "
+                             "BertModel, a Keras and a Flax MLP, forward and training step, eager and compiled, "
+                             "builtin vs kernel vs formula side by side, and the torch layer's first calls; "
+                             "writes model.json and model.md to --out (--backend, --impl, --mode, --threads, "
+                             "--seed, --min-run-s apply)")
     parser.add_argument("--out", default="results/bench", help="output folder (default results/bench)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads per framework (gelulab.reproducible(threads=N) before the backends load; default "
@@ -243,11 +255,22 @@ def build_result(rows: list, spec: GridSpec, timer: TimerConfig, grid_info: dict
     }
 
 
+PARTIAL = "bench.partial"  # the results of a run not (yet) complete: bench.partial.json and .md
+
+
 def write_outputs(result: dict, out: Path, with_plots: bool = True) -> list[Path]:
-    """Write out/bench.json (atomic), out/bench.md and the PNG plots; returns the paths written."""
+    """Write the result and return the paths written. A complete result (result["partial"] false): out/bench.json
+    and out/bench.md, each replaced atomically, and the PNG plots (with_plots); then the partial files of this
+    run are removed. A partial one (the checkpoint after each backend, an interrupted run): out/bench.partial.json
+    and bench.partial.md only, so the last complete bench.json stays as it was until the new one is complete."""
+    if result.get("partial"):
+        return [write_json(out / f"{PARTIAL}.json", result),
+                atomic_write_text(out / f"{PARTIAL}.md", report.markdown(result))]
     paths = [write_json(out / "bench.json", result), atomic_write_text(out / "bench.md", report.markdown(result))]
     if with_plots:
         paths += plots.all_plots(result, out)
+    for suffix in (".json", ".md"):
+        (out / f"{PARTIAL}{suffix}").unlink(missing_ok=True)
     return paths
 
 
@@ -264,10 +287,24 @@ def _stop_on_sigterm():
 
 
 def run(args) -> int:
+    """`gelulab bench`: `compare`, or the benchmark of _run with --out checked writable and held by this run alone
+    (core.lock.hold: another run into it is refused at once, naming it) until its results are written."""
+    if getattr(args, "bench_command", None) == "compare":
+        return compare_command(args)
+    if getattr(args, "model", False):
+        from gelulab.benchmarks import model
+
+        return model.run(args)
+    with hold(check_writable(args.out)):
+        return _run(args)
+
+
+def _run(args) -> int:
     """Run the benchmark (or `compare`) for parsed `args`; returns the exit code (0: at least one cell timed).
     Raises ValueError for a bad filter or option, or an unwritable --out, before anything is timed;
-    core.output.Interrupted on Ctrl-C or SIGTERM, after writing the cells measured (bench.json marked partial).
-    The results so far are also written after each backend, so a crash keeps them."""
+    core.output.Interrupted on Ctrl-C or SIGTERM, after writing the cells measured (bench.partial.json, marked
+    partial; the last complete bench.json is kept). The results so far are also written there after each backend,
+    so a crash keeps them; bench.json is replaced only by a complete result."""
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
     if _positive("threads", args.threads, int) is not None:
@@ -328,15 +365,30 @@ def run(args) -> int:
     return 0 if ok else 1
 
 
-def load_cells(path: str) -> list[dict]:
-    """Cells of a bench.json; raises ValueError when the file is missing, not JSON or not a gelulab bench result."""
+def load_result(path: str) -> dict:
+    """A bench.json (or bench.partial.json) as a dict; raises ValueError when the file is missing, not JSON or not
+    a gelulab bench result."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"cannot read benchmark result {path!r}: {e}") from e
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("cells"), list):
         raise ValueError(f"{path!r} is not a gelulab bench result (expected schema {SCHEMA!r})")
-    return data["cells"]
+    return data
+
+
+def load_cells(path: str) -> list[dict]:
+    """Cells of a bench.json; raises ValueError as load_result does."""
+    return load_result(path)["cells"]
+
+
+def partial_note(label: str, path: str, result: dict) -> str | None:
+    """One line saying that a compared input is partial (an interrupted run, or one still running), else None."""
+    if not result.get("partial"):
+        return None
+    why = "an interrupted run" if result.get("interrupted") else "a run not finished (or that crashed)"
+    return (f"{label} ({path}) is a partial result of {why}: {len(result['cells'])} cells; the cells it lacks show as "
+            f"only in the other run")
 
 
 def selected(cell: dict, spec: GridSpec, devices=None) -> bool:
@@ -349,15 +401,20 @@ def selected(cell: dict, spec: GridSpec, devices=None) -> bool:
 
 def compare_command(args) -> int:
     """Print B ÷ A per cell (Markdown) for the cells that the command-line filters select (all cells without
-    filters); returns 0, or 1 when no cell is in both files."""
-    a, b = load_cells(args.a), load_cells(args.b)
+    filters); an input that is partial (bench.partial.json, or a bench.json marked partial) is said so in one
+    line on stderr and in the table's heading. Returns 0, or 1 when no cell is in both files."""
+    ra, rb = load_result(args.a), load_result(args.b)
+    a, b = ra["cells"], rb["cells"]
+    notes = [n for n in (partial_note("A", args.a, ra), partial_note("B", args.b, rb)) if n]
+    for note in notes:
+        print(f"gelulab bench compare: {note}", file=sys.stderr)
     # only explicit filters apply here: not GELULAB_BACKEND, --quick or the default dtypes of a run
     spec = spec_from_filters(backends=args.backend or list(BACKEND_NAMES), devices=args.device,
                              modes=args.mode, activations=args.activation, impls=args.impl,
                              directions=args.direction, dtypes=args.dtype, sizes=args.size, full=True)
     devices = spec.devices if args.device else None
     cmp = analysis.compare([c for c in a if selected(c, spec, devices)], [c for c in b if selected(c, spec, devices)])
-    print(report.compare_table(cmp))
+    print(report.compare_table(cmp, notes))
     return 0 if cmp["matched"] else 1
 
 

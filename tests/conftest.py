@@ -6,6 +6,7 @@ Backend object. An unknown name in GELULAB_BACKEND stops the session at once wit
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -15,8 +16,11 @@ os.environ.setdefault("GELULAB_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # the suite measures the compiled kernels themselves
 
-from gelulab.backends import BackendUnavailable, get_backend, reproducible, selected_backends
+from gelulab.backends import BackendUnavailable, capabilities, get_backend, reproducible, selected_backends
 from gelulab.core import config
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.contract import PROTOCOLS
+from gelulab.core.dtypes import DTYPES
 
 try:
     SELECTED = selected_backends()
@@ -47,13 +51,132 @@ def gelulab_argv(sigint: str) -> list[str]:
              "runpy.run_module('gelulab', run_name='__main__', alter_sys=True)")]
 
 
+# Libraries that run on one backend's framework: Keras on TensorFlow (the backend gelulab gives Keras), Flax and
+# Optax on JAX, transformers on torch. A framework itself belongs to the backend whose record names it as package.
+COMPANIONS = {"keras": "tensorflow", "tf_keras": "tensorflow", "flax": "jax", "optax": "jax", "transformers": "torch"}
+# Frameworks a selected one imports by itself: Keras 3 imports JAX whenever JAX is installed.
+_PULLED_IN = {"tensorflow": ("jax", "jaxlib")}
+
+
+def backend_of(framework: str) -> str:
+    """The gelulab backend a framework or companion library runs under ("keras" -> "tensorflow", "torch" ->
+    "torch"). Raises KeyError for a library that belongs to no backend."""
+    from gelulab.backends import REGISTRY
+
+    by_package = {c.package: c.name for c in REGISTRY.values()}
+    return by_package.get(framework) or COMPANIONS[framework]
+
+
+def requires(framework: str):
+    """The imported module `framework` ("torch", "jax", "keras", "flax", "transformers"...), for a test that
+    computes with it; the test (or, called at module level, the module) is skipped when its backend is not selected
+    by GELULAB_BACKEND (nothing is imported then) or when the library is not installed (as pytest.importorskip)."""
+    backend = backend_of(framework)
+    if backend not in SELECTED:
+        pytest.skip(f"{framework} runs on the {backend} backend, not selected "
+                    f"(GELULAB_BACKEND={os.environ.get('GELULAB_BACKEND')!r})", allow_module_level=True)
+    return pytest.importorskip(framework)
+
+
+def available(framework: str) -> bool:
+    """Whether `framework` may be used here: its backend is selected by GELULAB_BACKEND and it is installed (no
+    import)."""
+    return backend_of(framework) in SELECTED and importlib.util.find_spec(framework) is not None
+
+
+def unselected_frameworks() -> set[str]:
+    """Top-level framework modules (frameworks and their companions) that the selected backends do not use and
+    that no test of this session may import, by the registry and COMPANIONS."""
+    from gelulab.backends import REGISTRY
+
+    names = {c.package: c.name for c in REGISTRY.values()} | COMPANIONS
+    allowed = {m for b in SELECTED for m in _PULLED_IN.get(b, ())}
+    return {m for m, b in names.items() if b not in SELECTED and m not in allowed}
+
+
+_FORBIDDEN = unselected_frameworks()
+
+
+def _imported_forbidden() -> list[str]:
+    return sorted(_FORBIDDEN.intersection(m.partition(".")[0] for m in list(sys.modules)))
+
+
+_already = _imported_forbidden()  # imported before the first test module (by pytest plugins): no test's fault
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A test module whose collection imports a framework of an unselected backend fails to collect, named."""
+    global _already
+    report = yield
+    found = [m for m in _imported_forbidden() if m not in _already]
+    _already += found
+    if found and report.passed:
+        report.outcome, report.result = "failed", []
+        report.longrepr = (f"collecting {report.nodeid} imported {found}, the framework of a backend that "
+                           f"GELULAB_BACKEND={os.environ.get('GELULAB_BACKEND')!r} does not select")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    """A test that imports a framework of an unselected backend errors at teardown, named (it must call
+    requires() or skip when its backend is not selected); its fixtures are torn down first."""
+    global _already
+    result = yield
+    found = [m for m in _imported_forbidden() if m not in _already]
+    _already += found
+    if found:
+        pytest.fail(f"{item.nodeid} imported {found}, the framework of a backend that "
+                    f"GELULAB_BACKEND={os.environ.get('GELULAB_BACKEND')!r} does not select", pytrace=False)
+    return result
+
+
 def pytest_report_header(config):
     return f"gelulab backends under test: {', '.join(SELECTED)} (GELULAB_BACKEND={os.environ.get('GELULAB_BACKEND')!r})"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backend_needs(*needs): run on the selected backends whose record has these "
+                                       "only: capabilities (core.contract.Capabilities: kernels, compiled, autodiff), "
+                                       "contract modules (bert, bench, ...) or dtypes it holds (float16, ...)")
+
+
+def _has(record, need: str) -> bool:
+    """Whether a backend's record holds a dtype ("float16"), lists a contract module ("bert", "bench") or has a
+    capability ("kernels", "compiled", "autodiff")."""
+    if need in DTYPES:
+        return need in record.dtypes
+    if need in PROTOCOLS:
+        return need in record.modules
+    return bool(getattr(record, need))
+
+
 def pytest_generate_tests(metafunc):
+    """`backend_name` (and so `backend`) runs once per selected backend, or per selected backend that has what the
+    test's `backend_needs` marks name."""
     if "backend_name" in metafunc.fixturenames:
-        metafunc.parametrize("backend_name", SELECTED)
+        needs = [c for mark in metafunc.definition.iter_markers("backend_needs") for c in mark.args]
+        metafunc.parametrize("backend_name", [n for n in SELECTED if all(_has(capabilities(n), c) for c in needs)])
+
+
+def pytest_runtest_setup(item):
+    """A backend's test parametrised with a `dtype` its record does not hold, impl "kernel" where it has no kernels
+    or impl "builtin" where it has no builtin (for the test's `key`, or for any entry) is skipped, saying why: what a
+    backend offers is its record's to say, not a list of backends in the tests."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    name = params.get("backend_name")
+    if name is None:
+        return
+    record, dtype, impl = capabilities(name), params.get("dtype"), params.get("impl")
+    if dtype in DTYPES and dtype not in record.dtypes:
+        pytest.skip(f"backend {name!r} holds no {dtype} arrays (its dtypes: {list(record.dtypes)})")
+    if impl == "kernel" and not record.kernels:
+        pytest.skip(f"backend {name!r} has no kernels")
+    if impl == "builtin":
+        keys = [params["key"]] if isinstance(params.get("key"), str) else list(ACTIVATIONS)
+        if not any(get_backend(name).has_builtin(k) for k in keys):
+            pytest.skip(f"backend {name!r} has no builtin for {keys if len(keys) == 1 else 'any entry'}")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gelulab.backends import get_backend
+from gelulab.backends import BACKEND_NAMES, capabilities, get_backend
 from gelulab.benchmarks import activations as bench_cli
 from gelulab.benchmarks import analysis, trainstep
 from gelulab.benchmarks.bandwidth import cell_throughput, framework_copy, traffic_bytes
@@ -121,7 +121,8 @@ def test_full_cpu_grid_is_the_issue_grid(monkeypatch):
     monkeypatch.delenv("GELULAB_DEVICE", raising=False)
     assert spec_from_filters().dtypes == ("float32", "bfloat16")  # the default keeps the two ML dtypes
     spec = spec_from_filters(full=True)
-    assert spec.backends == ("numpy", "jax", "torch", "tensorflow")
+    # every backend with the timer's hooks, in the registry's order
+    assert spec.backends == tuple(n for n in BACKEND_NAMES if "bench" in capabilities(n).modules)
     assert spec.devices == ("cpu",)
     assert spec.sizes_for("cpu") == (10**3, 10**4, 10**5, 10**6, 10**7)
     assert spec.sizes_for("gpu")[-1] == 10**8
@@ -230,6 +231,7 @@ def test_accelerator_cells_use_their_framework_device_copy_as_reference():
     assert rows[1]["pct_copy"] == pytest.approx(2.0) and rows[1]["pct_copy_same_size"] == pytest.approx(10.0)
 
 
+@pytest.mark.backend_needs("bench")  # the benchmarks' hooks
 def test_framework_copy_hook_copies_and_gives_a_bandwidth(backend):
     """The device-copy reference used on a GPU/TPU, run here on the CPU: bench.copy returns the same values in a
     new buffer, and framework_copy turns its best time into a positive finite GB/s."""
@@ -255,6 +257,7 @@ def test_input_array_is_seeded_and_typed():
     assert (a.view("int16") == b.view("int16")).all()
 
 
+@pytest.mark.compile
 @pytest.mark.slow
 def test_compiled_mode_does_not_recompile_in_the_timed_loop(backend):
     if "compiled" not in backend.modes:
@@ -353,12 +356,13 @@ def test_quick_run_writes_valid_output(quick_run):
     assert result["schema"] == bench_cli.SCHEMA
     env = result["environment"]
     assert env["cpu"] and env["cores"] >= 1 and env["threads"] >= 1
-    assert set(env["frameworks"]) == set(selected_backends())
+    assert set(env["frameworks"]) == {n for n in selected_backends() if "bench" in capabilities(n).modules}
     bw = result["copy_bandwidth"]["gbps"]
     assert math.isfinite(bw) and bw > 0
     cells = result["cells"]
     # quick grid: relu, gelu_none x every impl x 2 directions, float32, n = 1e4, per mode the backend offers
-    expected = sum(4 * len(IMPLS) * (1 if name == "numpy" else 2) for name in selected_backends())
+    timed = [n for n in selected_backends() if "bench" in capabilities(n).modules]
+    expected = sum(4 * len(IMPLS) * len(capabilities(name).modes) for name in timed)
     assert len(cells) == expected
     for c in cells:
         _check_timed_row(c)
@@ -376,7 +380,7 @@ def test_quick_run_writes_valid_output(quick_run):
     _check_gelu_over_relu(result["ratios"]["gelu_over_relu"], cells)
     md = (out / "bench.md").read_text()
     assert "formula ÷ builtin" in md and "kernel ÷ builtin" in md and "GELU ÷ ReLU" in md
-    for name in selected_backends():
+    for name in timed:
         png = out / f"throughput_{name}_float32.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -399,6 +403,8 @@ def _reference_first_loss(spec) -> float:
     return float(np.sum(w * (np.logaddexp(0.0, z) - y * z)))
 
 
+@pytest.mark.compile
+@pytest.mark.training
 @pytest.mark.slow
 def test_compiled_train_step_does_not_recompile_in_the_timed_loop(backend):
     cells = trainstep.cells(spec_from_filters(quick=True), backend.name, backend.device, ("compiled",),
@@ -414,6 +420,7 @@ def test_compiled_train_step_does_not_recompile_in_the_timed_loop(backend):
         assert row["blocks"] >= QUICK.min_blocks
 
 
+@pytest.mark.training
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
 def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
@@ -423,8 +430,8 @@ def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
 
     from gelulab.experiments.moons.config import MoonsConfig, make_data, train_spec
 
-    if backend.name == "numpy":
-        pytest.skip("numpy has no autodiff, so no training step")
+    if not backend.capabilities.autodiff:
+        pytest.skip(f"{backend.name} has no autodiff, so no training step")
     cfg = MoonsConfig(seeds=(0,), epochs=1)
     spec = train_spec(cfg, "relu", "matched", "float64", (0,), {0: make_data(cfg, 0)})
     call, fn = importlib.import_module(f"gelulab.backends.{backend.name}.moons").bench_step(spec, mode)
@@ -435,6 +442,7 @@ def test_train_step_computes_the_moons_loss_on_the_shared_batch(backend, mode):
     assert got.shape == (1,) and got[0] == pytest.approx(_reference_first_loss(spec), rel=1e-12)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_quick_run_writes_train_step_rows(quick_run):
     from gelulab.backends import selected_backends
@@ -443,7 +451,7 @@ def test_quick_run_writes_train_step_rows(quick_run):
     result = json.loads((out / "bench.json").read_text())
     steps = result["train_step"]
     # quick: relu, gelu_none x formula x float32 x 2 modes per backend with a training step (not numpy)
-    with_step = [n for n in selected_backends() if n != "numpy"]
+    with_step = [n for n in selected_backends() if capabilities(n).autodiff and "bench" in capabilities(n).modules]
     assert sorted({r["backend"] for r in steps}) == sorted(with_step) and len(steps) == 4 * len(with_step)
     for r in steps:
         _check_timed_row(r)
@@ -493,6 +501,7 @@ def test_compare_refuses_a_file_that_is_not_a_bench_result(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------------- devices
 
 
+@pytest.mark.backend_needs("bench")  # the benchmarks' hooks
 def test_device_flag_skips_backends_without_that_device(backend_name, tmp_path):
     """--device gpu reaches every backend's setup; on a machine without a GPU each backend is skipped with its
     reason and nothing is lost (on a machine with one, its cells run there)."""

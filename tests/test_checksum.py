@@ -55,6 +55,7 @@ def test_a_flipped_bit_in_a_stored_parity_group_is_set_aside_and_measured_again(
     assert again["cells"] == first and again["store"]["measured"] == 1
 
 
+@pytest.mark.training
 @pytest.mark.slow
 @pytest.mark.skipif(not TRAINABLE, reason="moons needs a backend with autodiff")
 def test_a_hand_edited_moons_run_file_is_set_aside_and_its_group_retrained(tmp_path, capsys):

@@ -41,6 +41,7 @@ def test_bad_or_empty_filter_is_refused(argv, message, capsys, tmp_path):
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.subprocess
 def test_filters_are_checked_before_any_framework_is_imported():
     code = ("import sys; from gelulab import cli; rc = cli.main(['parity', '--backend', 'torch,jax,tensorflow', "
             "'--dtype', 'float8']); print(rc, sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
@@ -123,6 +124,7 @@ def test_repeated_values_give_the_same_cells(capsys, tmp_path):
     assert {c[1] for c in cells["once"]} == set(IMPLS) and {c[3] for c in cells["once"]} == {"float16"}
 
 
+@pytest.mark.subprocess
 def test_absent_device_is_one_line_and_exit_code_2(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "gelulab", "parity", *SMALL, "--device", "gpu", "--out", str(tmp_path)],
@@ -188,6 +190,7 @@ def test_summary_of_one_derivative_order_covers_exactly_the_cells_that_ran(tmp_p
 COMPILED = next((b for b in ("jax", "tensorflow") if b in __import__("conftest").SELECTED), None)
 
 
+@pytest.mark.compile
 @pytest.mark.skipif(COMPILED is None, reason="needs jax or tensorflow (a compiled mode that compiles quickly)")
 def test_summary_of_compiled_mode_alone_is_not_zero(tmp_path):
     data = _parity_json(tmp_path, "--backend", COMPILED, "--mode", "compiled", "--impl", "builtin",

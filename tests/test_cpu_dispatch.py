@@ -47,6 +47,7 @@ def test_xla_level_is_capped_by_the_flag_and_keeps_other_flags():
     assert env == {"XLA_FLAGS": "intra_op_parallelism_threads=1 --xla_cpu_max_isa=AVX"}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("level", cpu_dispatch.host_levels("numpy"))
 def test_numpy_runs_at_the_forced_level(level):
     env = cpu_dispatch.forced_env("numpy", level)
@@ -58,6 +59,7 @@ def test_numpy_runs_at_the_forced_level(level):
     assert not above & set(eval(enabled))  # numpy reports every target above the level disabled
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
 @pytest.mark.parametrize("level", cpu_dispatch.host_levels("aten"))
 def test_torch_runs_at_the_forced_level_with_a_compile_cache_of_its_own(level):
@@ -67,6 +69,8 @@ def test_torch_runs_at_the_forced_level_with_a_compile_cache_of_its_own(level):
     assert _in_child(code, cpu_dispatch.forced_env("aten", level)) == level.upper()
 
 
+@pytest.mark.compile
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.skipif("torch" not in SELECTED or "avx512" not in cpu_dispatch.host_levels("aten"),
                     reason="needs torch and a processor with AVX-512")
@@ -100,6 +104,7 @@ def test_a_fault_keyed_by_dispatch_is_certain_only_where_measured():
     assert KnownFault("r", "x", backend="torch").certain(unmeasured)  # a fault of every level stays strict
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
 @pytest.mark.skipif("avx2" not in cpu_dispatch.host_levels("aten"), reason="the processor has no AVX2")
@@ -116,6 +121,7 @@ def test_a_cell_that_moves_with_the_level_passes_the_suite_on_each_level():
         assert outcome in last, (level, r.stdout[-2000:])
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
 def test_parity_reports_a_fault_that_depends_on_the_machine_as_known(tmp_path):

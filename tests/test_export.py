@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import requires
 
 # float32 inputs across the activations' regions: tails, the middle, tiny values, signed zeros
 GRID = np.concatenate([np.linspace(-12.0, 12.0, 2001), np.geomspace(1e-30, 1e-3, 50), -np.geomspace(1e-30, 1e-3, 50),
@@ -34,7 +35,7 @@ def close_layer(got, want):
 
 
 def torch_models(impl="kernel", approximate="none"):
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     from gelulab.layers.torch import GELU
 
     torch.manual_seed(0)
@@ -51,7 +52,7 @@ def eager(model, x):
 
 @pytest.mark.slow
 def test_torch_export_save_and_load(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     mlp, layer = torch_models()
     for name, model, x in (("mlp", mlp, XS), ("layer", layer, GRID)):
         program = torch.export.export(model, (torch.from_numpy(x),))
@@ -64,7 +65,7 @@ def test_torch_export_save_and_load(tmp_path):
 
 @pytest.mark.parametrize("approximate", ["none", "tanh", "sigmoid"])
 def test_torch_jit_trace_save_and_load_for_another_shape(approximate, tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     mlp, layer = torch_models(approximate=approximate)
     for name, model, x in (("mlp", mlp, XS), ("layer", layer, GRID)):
         traced = torch.jit.trace(model, torch.from_numpy(x[:3]))  # traced on 3 rows, run on all of them
@@ -76,7 +77,7 @@ def test_torch_jit_trace_save_and_load_for_another_shape(approximate, tmp_path):
 
 
 def test_torch_jit_script_of_the_builtin_works_and_of_the_kernel_is_refused(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     for approximate in ("none", "tanh", "sigmoid"):
         mlp, _ = torch_models("builtin", approximate)
         scripted = torch.jit.script(mlp)
@@ -164,7 +165,7 @@ def test_onnx_export_of_the_formula_is_refused_in_one_line(dynamo, tmp_path):
 
 
 def keras_model(impl="kernel", approximate="none"):
-    keras = pytest.importorskip("keras")
+    keras = requires("keras")
     if keras.backend.backend() != "tensorflow":
         pytest.skip("SavedModel and TFLite need Keras' TensorFlow backend")
     from gelulab.layers.keras import GELU
@@ -184,6 +185,7 @@ _SAVED_MODEL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_keras_export_saved_model_reloads_with_tensorflow_alone(tmp_path):
     model = keras_model()
@@ -196,6 +198,7 @@ def test_keras_export_saved_model_reloads_with_tensorflow_alone(tmp_path):
     close_model(np.load(tmp_path / "y.npy"), model.predict(XS, verbose=0))
 
 
+@pytest.mark.subprocess
 def test_keras_load_model_without_the_import_names_the_module(tmp_path):
     model = keras_model(approximate="tanh")
     model.save(tmp_path / "m.keras")
@@ -207,7 +210,7 @@ def test_keras_load_model_without_the_import_names_the_module(tmp_path):
 
 
 def test_keras_loads_files_saved_under_the_earlier_registered_names():
-    keras = pytest.importorskip("keras")
+    keras = requires("keras")
     from gelulab.layers.keras import GELU
 
     config = keras.saving.serialize_keras_object(GELU(approximate="tanh"))
@@ -217,7 +220,7 @@ def test_keras_loads_files_saved_under_the_earlier_registered_names():
 
 
 def test_keras_layer_dtype_is_its_compute_dtype():
-    keras = pytest.importorskip("keras")
+    keras = requires("keras")
     from gelulab.layers.keras import GELU
 
     x = GRID.astype(np.float16)
@@ -227,7 +230,7 @@ def test_keras_layer_dtype_is_its_compute_dtype():
 
 @pytest.mark.slow
 def test_tflite_conversion_runs_in_the_stock_interpreter():
-    tf = pytest.importorskip("tensorflow")
+    tf = requires("tensorflow")
     model = keras_model()
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     flat = converter.convert()
@@ -244,7 +247,7 @@ def test_tflite_conversion_runs_in_the_stock_interpreter():
 
 
 def linen_model():
-    pytest.importorskip("flax")
+    requires("flax")
     import flax.linen as nn
 
     from gelulab.layers.flax import GELU
@@ -253,7 +256,7 @@ def linen_model():
 
 
 def test_jax_export_serialize_and_deserialize():
-    jax = pytest.importorskip("jax")
+    jax = requires("jax")
     from jax import export
 
     from gelulab.layers.flax import GELU
@@ -267,7 +270,7 @@ def test_jax_export_serialize_and_deserialize():
 
 
 def test_flax_checkpoint_of_the_params_round_trips(tmp_path):
-    jax = pytest.importorskip("jax")
+    jax = requires("jax")
     from flax import serialization
 
     model = linen_model()

@@ -273,6 +273,7 @@ def small_grid(tmp_path_factory):
     return spec, backend, out, GS.run_grid(spec, out, [backend], jobs=1, progress=False)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_each_cell_is_the_plain_study_of_its_config(small_grid, tmp_path):
     spec, backend, _, results = small_grid
@@ -284,6 +285,7 @@ def test_each_cell_is_the_plain_study_of_its_config(small_grid, tmp_path):
         assert mine == theirs and len(mine) == 2 * 3
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_grid_report_files(small_grid, tmp_path):
     _, backend, _, results = small_grid
@@ -299,6 +301,7 @@ def test_grid_report_files(small_grid, tmp_path):
         assert paths[name].stat().st_size > 10_000 and f"]({paths[name].name})" in text
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_grid_resumes_a_lost_cell_and_refuses_other_settings(small_grid, tmp_path, monkeypatch):
     spec, backend, out, results = small_grid
@@ -321,6 +324,7 @@ def test_grid_resumes_a_lost_cell_and_refuses_other_settings(small_grid, tmp_pat
         GS.run_grid(other, copy, [backend], jobs=1, progress=False)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
     pytest.importorskip("ray", reason="Ray is the optional extra gelulab[ray]")

@@ -22,6 +22,7 @@ from gelulab.core.metrics import ulp_distance
 from gelulab.core.reference import reference
 from gelulab.core.tolerances import KERNEL_GOALS
 
+pytestmark = pytest.mark.backend_needs("kernels")  # on the backends that have kernels (their record)
 KEYS = [k for k, a in ACTIVATIONS.items() if a.kernel is not None]
 TINY = float(np.finfo(np.float32).smallest_normal)
 

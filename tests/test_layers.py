@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 import readme_blocks
+from conftest import requires
 
 from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
 from gelulab.core.reference import reference
@@ -69,9 +70,10 @@ def torch_round_trip(model, factory, tmp_path):
     return again
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("key", KEYS)
 def test_torch_layer_trains_and_survives_state_dict(key, tmp_path):
-    pytest.importorskip("torch")
+    requires("torch")
     from gelulab.layers.torch import layer_for
 
     model = torch_mlp(layer_for(key))
@@ -80,10 +82,12 @@ def test_torch_layer_trains_and_survives_state_dict(key, tmp_path):
     torch_round_trip(model, lambda: torch_mlp(layer_for(key)), tmp_path)
 
 
+@pytest.mark.compile
+@pytest.mark.training
 @pytest.mark.slow
 @pytest.mark.parametrize("key", KEYS)
 def test_torch_compile_of_the_model_gives_the_same_outputs(key):
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     from gelulab.layers.torch import layer_for
 
     model = torch_mlp(layer_for(key))
@@ -94,7 +98,7 @@ def test_torch_compile_of_the_model_gives_the_same_outputs(key):
 
 
 def test_torch_gelu_is_a_drop_in_for_torch_nn_gelu():
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     from gelulab.layers.torch import GELU, ReLU
 
     for mode in ("none", "tanh"):
@@ -114,8 +118,9 @@ def test_torch_gelu_is_a_drop_in_for_torch_nn_gelu():
         GELU(impl="fast")
 
 
+@pytest.mark.training
 def test_readme_torch_block(tmp_path):
-    pytest.importorskip("torch")
+    requires("torch")
     from gelulab.layers.torch import GELU
 
     model = readme_blocks.run("PyTorch")["model"]
@@ -152,9 +157,10 @@ def keras_round_trip(model, tmp_path):
     return path
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("key", KEYS)
 def test_keras_layer_trains_and_survives_save_and_load(key, tmp_path):
-    pytest.importorskip("keras")
+    requires("keras")
     from gelulab.layers.keras import layer_for
 
     model = keras_mlp(layer_for(key))
@@ -162,8 +168,9 @@ def test_keras_layer_trains_and_survives_save_and_load(key, tmp_path):
     keras_round_trip(model, tmp_path)
 
 
+@pytest.mark.training
 def test_keras_layer_as_activation_argument_round_trips(tmp_path):
-    keras = pytest.importorskip("keras")
+    keras = requires("keras")
     from gelulab.layers.keras import GELU
 
     keras.utils.set_random_seed(0)
@@ -190,9 +197,11 @@ _LOAD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.training
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_keras_model_loads_in_a_fresh_process_that_imports_the_layers(tmp_path):
-    pytest.importorskip("keras")
+    requires("keras")
     from gelulab.layers.keras import GELU
 
     model = keras_mlp(GELU(approximate="tanh"))
@@ -210,8 +219,9 @@ def test_keras_model_loads_in_a_fresh_process_that_imports_the_layers(tmp_path):
     assert bare.returncode != 0 and "GELU" in bare.stderr
 
 
+@pytest.mark.training
 def test_readme_keras_block(tmp_path):
-    pytest.importorskip("keras")
+    requires("keras")
     from gelulab.layers.keras import GELU
 
     model = readme_blocks.run("Keras")["model"]
@@ -245,9 +255,11 @@ def train_linen(model):
     return losses
 
 
+@pytest.mark.compile
+@pytest.mark.training
 @pytest.mark.parametrize("key", KEYS)
 def test_flax_linen_layer_trains_under_jit(key):
-    pytest.importorskip("flax")
+    requires("flax")
     import flax.linen as nn
 
     from gelulab.layers.flax import Activation
@@ -256,7 +268,7 @@ def test_flax_linen_layer_trains_under_jit(key):
 
 
 def test_flax_named_layers():
-    pytest.importorskip("flax")
+    requires("flax")
     import jax.numpy as jnp
 
     from gelulab.layers.flax import GELU, ReLU
@@ -269,8 +281,10 @@ def test_flax_named_layers():
         GELU(approximate=True)
 
 
+@pytest.mark.compile
+@pytest.mark.training
 def test_readme_flax_blocks():
-    pytest.importorskip("flax")
+    requires("flax")
     import jax.numpy as jnp
     import optax
     from flax import nnx

@@ -20,12 +20,13 @@ from conftest import SELECTED
 
 import gelulab
 from gelulab import cli
+from gelulab.backends import capabilities
 from gelulab.core import lock
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
-TRAINABLE = [b for b in SELECTED if b != "numpy"]
+TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
 HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.lock import hold\nwith hold(sys.argv[1]):\n"
                  "    print('held', flush=True)\n    time.sleep(60)\n")
 
@@ -49,6 +50,7 @@ def _wait_for_holder(folder: Path, pid: int, proc: subprocess.Popen, timeout: fl
         time.sleep(0.02)
 
 
+@pytest.mark.subprocess
 def test_a_held_folder_is_refused_naming_the_holder_and_free_again_after_it(tmp_path):
     folder = tmp_path / "out"
     p = _holder_process(folder)
@@ -66,6 +68,7 @@ def test_a_held_folder_is_refused_naming_the_holder_and_free_again_after_it(tmp_
         assert lock.read_holder(folder)["pid"] == os.getpid()
 
 
+@pytest.mark.subprocess
 def test_lock_is_released_on_an_exception_and_the_folders_it_made_are_removed(tmp_path):
     folder = tmp_path / "a" / "b"
     with pytest.raises(RuntimeError), lock.hold(folder):
@@ -102,6 +105,7 @@ def test_the_same_thread_may_hold_a_folder_twice_another_thread_may_not(tmp_path
         pass
 
 
+@pytest.mark.subprocess
 def test_a_stale_lock_of_a_dead_process_is_taken_over_with_one_note(tmp_path, capsys):
     folder = tmp_path / "out"
     # a process that took the lock and was killed without releasing it
@@ -126,6 +130,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_one_note(tmp_path, ca
     assert cli.main(argv) == 0 and "ended without releasing" not in capsys.readouterr().err
 
 
+@pytest.mark.subprocess
 def test_sigterm_releases_the_lock(tmp_path):
     folder = tmp_path / "out"
     code = ("import sys, time\nfrom gelulab import cli\nfrom gelulab.core.lock import hold\n"
@@ -140,6 +145,8 @@ def test_sigterm_releases_the_lock(tmp_path):
     assert not folder.exists()  # it made the folder and wrote nothing: removed
 
 
+@pytest.mark.training
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.skipif(not TRAINABLE, reason="moons needs a backend with autodiff")
 def test_two_concurrent_moons_runs_into_one_folder_the_second_is_refused_the_first_completes(tmp_path):

@@ -35,6 +35,7 @@ def parity_runs(tmp_path_factory):
     return root
 
 
+@pytest.mark.subprocess
 def test_merge_sets_two_parity_runs_side_by_side(parity_runs, tmp_path, capsys):
     a, b = parity_runs / "t1", parity_runs / "t2"  # folders holding parity/, as a machine's results/ does
     assert gelulab.main(["merge", str(a), str(b), "--out", str(tmp_path / "m")]) == 0
@@ -60,6 +61,7 @@ def test_merge_sets_two_parity_runs_side_by_side(parity_runs, tmp_path, capsys):
     assert "parity (parity): runs A, B" in capsys.readouterr().out
 
 
+@pytest.mark.subprocess
 def test_merge_bench_runs_gives_ratios(tmp_path):
     argv = ["bench", "--quick", "--backend", "numpy", "--size", "1e3", "--dtype", "float32", "--no-train-step",
             "--no-plots"]
@@ -77,6 +79,7 @@ def test_merge_bench_runs_gives_ratios(tmp_path):
     assert f"(×{ratio:.2f})" in (tmp_path / "m" / "merge.md").read_text()
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_merge_refuses_moons_runs_of_different_learning_rates(tmp_path, capsys):
     names, _ = S.check_backends(selected_backends())

@@ -352,6 +352,7 @@ def small_study(tmp_path_factory):
     return X.run_study(SMALL, out, names, jobs=1, progress=False), out
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_matched_float64_backends_agree_with_each_other_and_numpy(small_study, backend_name):
     _skip_numpy(backend_name)
@@ -368,6 +369,7 @@ def test_matched_float64_backends_agree_with_each_other_and_numpy(small_study, b
             assert abs(r["metrics"]["train_loss"] - other["metrics"]["train_loss"]) <= 1e-6
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_small_study_learns_the_moons(small_study, backend_name):
     _skip_numpy(backend_name)
@@ -384,6 +386,7 @@ def test_small_study_learns_the_moons(small_study, backend_name):
     assert all(r["curves"]["train_loss"][-1] < r["curves"]["train_loss"][0] for r in runs)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_batched_seeds_equal_one_seed_training(backend_name):
     _skip_numpy(backend_name)
@@ -396,6 +399,7 @@ def test_batched_seeds_equal_one_seed_training(backend_name):
         np.testing.assert_allclose(getattr(together, name)[1], getattr(alone, name)[0], rtol=0, atol=1e-10)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_resume_after_interrupt_gives_identical_numbers(small_study, tmp_path, monkeypatch, backend_name):
     _skip_numpy(backend_name)
@@ -432,6 +436,7 @@ def test_resume_after_interrupt_gives_identical_numbers(small_study, tmp_path, m
     assert numbers(again) == numbers(results)
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_native_regime_uses_framework_defaults(small_study, backend_name):
     _skip_numpy(backend_name)
@@ -448,6 +453,7 @@ def test_native_regime_uses_framework_defaults(small_study, backend_name):
     assert expected[backend_name] in out.recipe
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_report_json_and_plots(small_study, tmp_path):
     results, _ = small_study

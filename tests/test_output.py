@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from conftest import SELECTED
 
 import gelulab
 from gelulab import cli
-from gelulab.backends import get_backend
+from gelulab.backends import capabilities, get_backend
 from gelulab.core import config, output, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ COMMANDS = {  # the cheapest options of each command that still reach its output
     "verify": ["--stride", "1048577", "--backend", "numpy", "--activation", "relu", "--order", "0"],
     "merge": ["missing-a", "missing-b"],  # --out is checked before the inputs are read
 }
-TRAINABLE = [b for b in SELECTED if b != "numpy"]
+TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
 
 
 def _env_for(command):
@@ -102,6 +103,7 @@ def _one_line_error(p, command, *fragments):
 # --------------------------------------------------------------------------------------- the output folder
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_out_under_a_file_is_refused_before_any_work(command, tmp_path):
     blocker = tmp_path / "results.txt"
@@ -111,6 +113,7 @@ def test_out_under_a_file_is_refused_before_any_work(command, tmp_path):
     assert blocker.read_text() == "a file, not a folder\n"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_read_only_out_is_refused_before_any_work(command, tmp_path):
     folder = tmp_path / "ro"
@@ -155,6 +158,8 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(("gelulab-cell-", "pymp-")))
 
 
+@pytest.mark.training
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_an_interrupted_grid_leaves_no_temporary_folder(tmp_path):
     """Its workers are terminated mid-cell; nothing of theirs is left in TMPDIR."""
@@ -184,6 +189,8 @@ def test_an_interrupted_grid_leaves_no_temporary_folder(tmp_path):
     assert _entries(tmp_path / "tmp") == []
 
 
+@pytest.mark.training
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_killed_two_backend_study_leaves_no_temporary_folder(tmp_path):
     """SIGKILL of `gelulab moons` with two backends in worker processes: its manager process dies with it and had
@@ -262,6 +269,7 @@ def test_threads_are_bounded(monkeypatch):
     assert config.threads() == 4 * cores
 
 
+@pytest.mark.subprocess
 def test_threads_error_on_the_command_line_is_one_line(tmp_path):
     p = _gelulab("parity", *COMMANDS["parity"], "--out", str(tmp_path), env={**ENV, "GELULAB_THREADS": "100000"})
     assert p.returncode == 2 and "Traceback" not in p.stderr and "MemoryError" not in p.stderr
@@ -279,9 +287,12 @@ def _integer_array(backend_name, dtype):
         import torch
 
         return torch.arange(-2, 3, dtype=getattr(torch, dtype))
-    import tensorflow as tf
+    if backend_name == "tensorflow":
+        import tensorflow as tf
 
-    return tf.range(-2, 3, dtype=getattr(tf, dtype))
+        return tf.range(-2, 3, dtype=getattr(tf, dtype))
+    xp = importlib.import_module(capabilities(backend_name).package)  # an Array API namespace: its asarray
+    return xp.asarray(np.arange(-2, 3, dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
@@ -300,6 +311,7 @@ def test_relu_of_integer_input_is_a_type_error_naming_the_dtype(backend, dtype):
 NOISE = re.compile(output.NOISE_PATTERN, re.MULTILINE)
 
 
+@pytest.mark.subprocess
 def test_noise_filter_drops_only_the_known_lines():
     sample = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
               "I0000 00:00:1796115349.388213    6950 port.cc:153] oneDNN custom operations are on.\n"
@@ -313,6 +325,7 @@ def test_noise_filter_drops_only_the_known_lines():
                                  "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif("tensorflow" not in SELECTED, reason="TensorFlow prints the start-up lines this filters")
 def test_command_line_is_quiet_unless_verbose_and_the_library_leaves_its_host_alone(tmp_path):
     args = ["parity", "--backend", "tensorflow", "--activation", "relu", "--dtype", "float32", "--order", "0",
@@ -353,6 +366,7 @@ def test_reports_carry_version_commit_and_command(tmp_path):
     assert provenance.package_version("numpy") == np.__version__
 
 
+@pytest.mark.subprocess
 def test_run_without_a_trainable_backend_is_refused_before_any_work(tmp_path):
     p = _gelulab("run", "--out", str(tmp_path / "r"), env={**ENV, "GELULAB_BACKEND": "numpy"})
     assert p.returncode == 2 and "Traceback" not in p.stderr

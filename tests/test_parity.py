@@ -5,7 +5,7 @@ Cells that match a known upstream fault are xfail(strict=True): the suite says s
 fault that depends on the machine (a CPU dispatch level never measured, or a fault no forcible setting decides) is
 xfail without strict: it may pass here.
 Nothing here names a backend or an activation: adding one to the catalogue or to backends/ extends this file.
-Compiled modes are marked `slow` (CI runs them).
+Every cell is marked `parity`; compiled modes are marked `slow` and `compile` too (CI runs them).
 """
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from gelulab.core.known_faults import known_fault
 from gelulab.experiments.parity.engine import Group, check, evaluate, groups
 from gelulab.core.regions import REGIONS
 
+pytestmark = pytest.mark.parity
+
 
 def _params():
     out = []
     for g in groups([get_backend(n) for n in SELECTED]):
         for r in REGIONS:
-            marks = [pytest.mark.slow] if g.mode != "eager" else []
+            marks = [pytest.mark.slow, pytest.mark.compile] if g.mode != "eager" else []
             fault = known_fault(g, r)
             if fault is not None:  # a fault that depends on the machine may pass here: then not strict
                 condition = fault.condition(g)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SELECTED, gelulab_argv
+from conftest import SELECTED, available, gelulab_argv
 
 import gelulab
 from gelulab import cli
@@ -73,6 +73,8 @@ MOONS = ["moons", "--seeds", "2", "--epochs", "40", "--samples", "300", "--compa
 N_MOONS_RUNS = 2 * 2 * len(M.ARMS)  # 2 seeds x 2 run kinds (the regimes, or float64 and its drift check) x every arm
 
 
+@pytest.mark.training
+@pytest.mark.subprocess
 @pytest.mark.skipif(not TRAINABLE, reason="moons needs a backend with autodiff")
 def test_moons_sigint_keeps_finished_groups_and_resumes_number_for_number(tmp_path):
     env = {**ENV, "GELULAB_BACKEND": TRAINABLE[0]}
@@ -112,6 +114,7 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.training
 def test_damaged_run_files_are_set_aside_and_only_their_groups_retrained(trained, tmp_path, monkeypatch, capsys):
     cfg, backend, src, first = trained
     out = _copy(src, tmp_path / "out")
@@ -162,6 +165,7 @@ def test_damaged_run_files_are_set_aside_and_only_their_groups_retrained(trained
     assert numbers(again) == numbers(first)
 
 
+@pytest.mark.training
 def test_moons_cli_damaged_file_is_one_line_not_a_traceback(trained, tmp_path, capsys):
     cfg, backend, src, _ = trained
     out = _copy(src, tmp_path / "out")
@@ -186,6 +190,7 @@ def _cells(out: Path) -> list:
     return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
+@pytest.mark.subprocess
 def test_parity_sigint_keeps_measured_groups_and_resumes(tmp_path):
     out = tmp_path / "p"
     # started as a script's background command, SIGINT inherited ignored: gelulab stops on it all the same
@@ -270,7 +275,8 @@ def _swap_rows(out: Path) -> list:
 def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeypatch, capsys):
     from gelulab.experiments.swap import command as swap
 
-    argv = ["swap", "--backends", "numpy", "--activations", "relu,gelu_tanh", "--pairs", str(small_pairs)]
+    argv = ["swap", "--backends", "numpy", "--activations", "relu,gelu_tanh", "--pairs", str(small_pairs),
+            *([] if available("transformers") else ["--no-transformers"])]
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
     real, calls = swap._encode, []
 

@@ -21,6 +21,7 @@ from gelulab.backends import capabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
+pytestmark = pytest.mark.subprocess
 
 
 def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
@@ -75,6 +76,7 @@ def test_sigkill_of_parity_leaves_no_process(tmp_path):
     assert _left_after_sigkill(argv, lambda proc: _children(1)(proc) and list(out.glob("groups/*.npz"))) == []
 
 
+@pytest.mark.training
 @pytest.mark.slow
 @pytest.mark.skipif(len(TRAINABLE) < 2, reason="needs two backends with autodiff")
 def test_sigkill_of_moons_on_two_backends_leaves_no_process(tmp_path):
@@ -83,6 +85,7 @@ def test_sigkill_of_moons_on_two_backends_leaves_no_process(tmp_path):
     assert _left_after_sigkill(argv, _spawned(3)) == []  # the queue's manager and two workers
 
 
+@pytest.mark.training
 @pytest.mark.slow
 @pytest.mark.skipif(not TRAINABLE, reason="the grid needs a backend with autodiff")
 def test_sigkill_of_the_grid_leaves_no_process(tmp_path):

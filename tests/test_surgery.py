@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import readme_blocks
+from conftest import requires
 
 from gelulab import swap
 from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
@@ -43,7 +44,7 @@ def tiny_bert(hidden_act):
 
 @pytest.mark.parametrize("hidden_act", list(HF_ACTS))
 def test_transformers_bert_every_hidden_act(hidden_act):
-    pytest.importorskip("transformers")
+    requires("transformers")
     import torch
 
     cls, variant = HF_ACTS[hidden_act]
@@ -66,14 +67,14 @@ def test_transformers_bert_every_hidden_act(hidden_act):
 
 
 def test_clipped_gelu_is_left_alone():
-    pytest.importorskip("transformers")
+    requires("transformers")
     model = tiny_bert("gelu_10")
     assert swap(model, to="relu") == []
     assert type(model.encoder.layer[0].intermediate.intermediate_act_fn).__name__ == "ClippedGELUActivation"
 
 
 def test_torch_tree_mapping_only_and_records():
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     from gelulab.layers.torch import GELU, ReLU
 
     inner = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU("tanh"))
@@ -91,7 +92,7 @@ def test_torch_tree_mapping_only_and_records():
 
 
 def test_bad_target_changes_nothing():
-    torch = pytest.importorskip("torch")
+    torch = requires("torch")
     model = torch.nn.Sequential(torch.nn.GELU(), torch.nn.ReLU())
     with pytest.raises(ValueError, match="unknown activation 'swish'"):
         swap(model, to="swish")
@@ -103,7 +104,7 @@ def test_bad_target_changes_nothing():
 
 
 def test_keras_model_activations_and_save_load(tmp_path):
-    keras = pytest.importorskip("keras")
+    keras = requires("keras")
     keras.utils.set_random_seed(0)
     inputs = keras.Input((4,))
     h = keras.layers.Dense(8, activation="gelu", name="d1")(inputs)
@@ -124,6 +125,6 @@ def test_keras_model_activations_and_save_load(tmp_path):
 
 
 def test_readme_swap_block():
-    pytest.importorskip("transformers")
+    requires("transformers")
     namespace = readme_blocks.run("Swap")
     assert len(namespace["records"]) == 2

@@ -151,6 +151,7 @@ def test_a_flipped_byte_in_any_model_file_is_refused_naming_it(model_copy, name,
     assert read == []  # refused before any weight was read
 
 
+@pytest.mark.subprocess
 def test_swap_model_option_with_a_changed_config_is_one_line_exit_2(model_copy, tmp_path):
     config = model_copy / "config.json"
     original = config.read_text()
@@ -193,6 +194,7 @@ def test_config_json_that_is_not_json_names_the_file(pretrained, tmp_path):
         bert.load_pretrained(tmp_path)
 
 
+@pytest.mark.subprocess
 def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrained, tmp_path):
     folder = tmp_path / "bert"
     folder.mkdir()
@@ -357,6 +359,7 @@ def test_generated_sentences_are_seeded_and_distinct():
 # --- fine-tune and command --------------------------------------------------------------------------------------
 
 
+@pytest.mark.training
 @pytest.mark.backend_needs("bert")  # the backends with a BERT encoder
 @pytest.mark.slow
 def test_finetune_lowers_distillation_loss(backend_name, pretrained):
@@ -490,6 +493,7 @@ def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
     assert "| transformers | relu | swapped |" in text
 
 
+@pytest.mark.training
 @pytest.mark.slow
 def test_transformers_finetune_recovers(tmp_path):
     requires("transformers")

@@ -21,6 +21,7 @@ from gelulab.experiments.parity.engine import check, evaluate, groups
 pytestmark = pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
 
 
+@pytest.mark.parity
 def test_the_float64_path_meets_the_parity_tolerances(monkeypatch):
     monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "off")
     b = get_backend("torch")
@@ -47,6 +48,8 @@ x = torch.randn(4, 256)
 """
 
 
+@pytest.mark.compile
+@pytest.mark.subprocess
 def test_the_first_calls_do_not_build_and_a_busy_kernel_builds_in_the_background():
     code = _SETUP + """
 y = f(x)
@@ -65,6 +68,8 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
+@pytest.mark.compile
+@pytest.mark.subprocess
 def test_transforms_and_new_shapes_leave_the_compiled_loop_in_place():
     import torch
 
@@ -99,6 +104,8 @@ def test_transforms_and_new_shapes_leave_the_compiled_loop_in_place():
     assert f(cl).is_contiguous(memory_format=torch.channels_last)  # the layout of torch's own elementwise ops
 
 
+@pytest.mark.compile
+@pytest.mark.subprocess
 def test_without_a_cpp_compiler_one_warning_and_the_float64_path():
     code = _SETUP + """
 import warnings

@@ -43,7 +43,7 @@ def swapped_model(directory, key: str, impl: str, layers: int):
     """A freshly loaded BertModel with every FFN activation replaced by gelulab's `key` (gelulab.swap); returns
     (model, records). Raises RuntimeError unless exactly `layers` activations (one per encoder layer) were
     replaced."""
-    from gelulab.surgery import swap
+    from gelulab.api.surgery import swap
 
     model = backend_module().load(directory)
     records = swap(model, to=key, impl=impl)
