@@ -1,7 +1,7 @@
-"""`gelulab moons`: ReLU against the three GELU forms on make_moons, in every selected backend, over many
-seeds.
+"""The moons study behind `gelulab moons` (its command line: experiments/moons/command.py): ReLU against every
+other catalogue entry on make_moons, in every selected backend, over many seeds.
 
-The study (its command line: experiments/moons/command.py): arms relu, gelu_none, gelu_tanh, gelu_sigmoid; each seed fixes the data, split, initial
+The study: one arm per catalogue entry (config.ARMS; the baseline first); each seed fixes the data, split, initial
 weights and order, shared by every arm and backend (paired comparisons); regimes `matched` (shared numpy init
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
