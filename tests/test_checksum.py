@@ -107,3 +107,13 @@ def test_an_edited_verify_chunk_line_is_not_reused(tmp_path, capsys):
     assert "2 to run" not in captured.out and ", 1 to run;" in captured.out
     again = json.loads((tmp_path / "summary.json").read_text())
     assert again["cells"] == summary["cells"]
+
+
+def test_a_fifo_in_a_stored_results_place_is_damaged_and_never_read(tmp_path):
+    """A FIFO where a moons run file should be would block a read forever: it is reported as damaged unread."""
+    import os
+
+    fifo = tmp_path / "seed0.json"
+    os.mkfifo(fifo)
+    rec, status, problem = X.read_run(fifo, M.MoonsConfig(), ("torch", "matched", "float64", "relu", 0))
+    assert (rec, status, problem) == (None, "damaged", "is not a regular file")

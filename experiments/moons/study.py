@@ -137,10 +137,12 @@ def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, st
     record, a field missing or malformed, another run's record, a checksum missing or not matching the record
     (core.report.verify_checksum); problem says which) or "stale" (made with other
     versions; problem names them, record returned). ident: (backend, regime, dtype, arm, seed) of the path."""
+    if not Path(path).is_file():  # a FIFO, a device or a folder in a run file's place: never read (a FIFO blocks)
+        return None, "damaged", "is not a regular file"
     try:
         rec = json.loads(Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return None, "damaged", f"not JSON ({e})"
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        return None, "damaged", f"not JSON ({type(e).__name__}: {str(e)[:80]})"
     if not isinstance(rec, dict):
         return None, "damaged", f"holds a JSON {type(rec).__name__}, not a run record"
     if not isinstance(rec.get("key"), dict):

@@ -81,6 +81,8 @@ def load(out: Path, group, key: dict, regions) -> tuple[str, np.ndarray | None, 
         return "missing", None, None, ""
     x, _ = inputs(group.dtype, tuple(regions))
     try:
+        if not path.is_file():  # a FIFO or a device in its place: never read (a FIFO blocks)
+            raise ValueError("not a regular file")
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             bits = z["bits"] if "bits" in z.files else None

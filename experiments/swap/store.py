@@ -46,6 +46,8 @@ def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tup
     if not path.exists():
         return "missing", None, ""
     try:
+        if not path.is_file():  # a FIFO or a device in its place: never read (a FIFO blocks)
+            raise ValueError("not a regular file")
         rec = json.loads(path.read_text())
         if not isinstance(rec, dict) or not isinstance(rec.get("key"), dict):
             raise ValueError("not a swap result")  # noqa: TRY004 - a damaged file, set aside below
