@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import signal
@@ -61,8 +62,9 @@ from tqdm import tqdm
 
 from gelulab.backends import BACKEND_NAMES
 from gelulab.benchmarks import analysis, plots, report, trainstep
+from gelulab.benchmarks.analysis import GOOD
 from gelulab.benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_copy
-from gelulab.benchmarks.grid import GridSpec, spec_from_filters
+from gelulab.benchmarks.grid import AXES, GridSpec, spec_from_filters
 from gelulab.benchmarks.runner import hooks, input_array, run_group, sync_overhead
 from gelulab.benchmarks.timer import QUICK, TimerConfig
 from gelulab.core import config
@@ -122,9 +124,25 @@ def _spec(args, installed=BACKEND_NAMES) -> GridSpec:
 
 
 def _positive(name: str, value, kind=float):
-    if value is not None and not (isinstance(value, (int, float)) and value > 0):
-        raise ValueError(f"--{name}={value!r}; expected a positive {kind.__name__}")
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                  and math.isfinite(value) and value > 0):
+        raise ValueError(f"--{name}={value!r}; expected a positive {'finite number' if kind is float else 'integer'}")
     return value
+
+
+SEED_MAX = 2**32 - 1  # numpy's default_rng takes any non-negative integer; a 32-bit seed is what every run records
+
+
+def check_options(args) -> None:
+    """Check the numeric options of a run before anything is loaded or timed: --seed an integer in 0..2**32-1,
+    --threads and --copy-mib positive integers, --min-run-s a positive finite number of seconds. Raises
+    ValueError naming the option and value (one line; exit code 2 on the command line)."""
+    seed = getattr(args, "seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"--seed={seed!r}; expected an integer from 0 to {SEED_MAX}")
+    _positive("threads", getattr(args, "threads", None), int)
+    _positive("copy-mib", getattr(args, "copy_mib", None), int)
+    _positive("min-run-s", getattr(args, "min_run_s", None))
 
 
 def timer_config(args) -> TimerConfig:
@@ -291,6 +309,7 @@ def run(args) -> int:
     (core.lock.hold: another run into it is refused at once, naming it) until its results are written."""
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
+    check_options(args)
     if getattr(args, "model", False):
         from gelulab.benchmarks import model
 
@@ -307,7 +326,8 @@ def _run(args) -> int:
     so a crash keeps them; bench.json is replaced only by a complete result."""
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
-    if _positive("threads", args.threads, int) is not None:
+    check_options(args)
+    if args.threads is not None:
         os.environ["GELULAB_THREADS"] = str(args.threads)  # recorded in the environment of the report
     from gelulab.backends import installed_backends, reproducible
 
@@ -346,19 +366,28 @@ def _run(args) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    ok = sum(r["status"] == "ok" for r in rows + train_rows)
     result = result_so_far(bw_start if interrupted else copy_bandwidth(copy_bytes), bool(interrupted),
-                           bool(interrupted))
+                           bool(interrupted) or not ok)
+    if not ok and not interrupted:
+        result["no_cell_timed"] = True  # never promoted to bench.json: the last complete result stays
     paths = write_outputs(result, out, with_plots=not args.no_plots and not interrupted)
     if interrupted:
         raise Interrupted(f"interrupted; the {len(rows) + len(train_rows)} cells measured are in {paths[0]} "
                           "(marked partial); bench does not resume: the same command measures every cell again, "
                           "so that all cells of one result share the machine's state", signum=int(interrupted))
+    if not ok:
+        errors = [r.get("error") for r in rows + train_rows if r.get("error")]
+        why = f" (first error: {errors[0]})" if errors else ""
+        kept = " kept as it was" if (out / "bench.json").exists() else " not written"
+        print(f"gelulab bench: none of the {len(rows) + len(train_rows)} cells timed cleanly{why}; the result is in "
+              f"{paths[0]} (marked partial), bench.json{kept}", file=sys.stderr)
+        return 1
     dtype, sizes = report.focus(result)
     for size in sizes:
         print(report.ratio_tables(result, dtype, size))
     if train_rows:
         print(report.train_step_table(result))
-    ok = sum(r["status"] == "ok" for r in rows + train_rows)
     print(f"{ok}/{len(rows) + len(train_rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
           f"{result['copy_bandwidth']['gbps']:.3g} GB/s; wrote {', '.join(str(p) for p in paths[:2])} and "
           f"{len(paths) - 2} plots")
@@ -382,11 +411,54 @@ def load_cells(path: str) -> list[dict]:
     return load_result(path)["cells"]
 
 
+def _cell_problem(cell) -> str | None:
+    """Why a result cell cannot be compared (not an object, an axis missing or of the wrong type, a cell timed
+    "ok" without a positive finite median_s), or None when it is sound."""
+    if not isinstance(cell, dict):
+        return f"not an object ({type(cell).__name__})"
+    for axis in AXES:
+        value = cell.get(axis)
+        if axis == "size":
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                return f"size {value!r} is not a positive integer"
+        elif not isinstance(value, str):
+            return f"{axis} {value!r} is not a string"
+    if not isinstance(cell.get("status"), str):
+        return f"status {cell.get('status')!r} is not a string"
+    if cell["status"] in GOOD:
+        t = cell.get("median_s")
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t <= 0:
+            return f"median_s {t!r} is not a positive finite number of seconds"
+    return None
+
+
+def sound_cells(label: str, path: str, cells: list) -> tuple[list[dict], str | None]:
+    """The cells of a compared input that can be compared, and one note on those set aside (None when none is):
+    "<label> (<path>): set aside N of M cells that are damaged (first: cell i: <why>)". Raises ValueError when
+    no cell is sound (the file cannot be compared)."""
+    sound, bad = [], []
+    for i, cell in enumerate(cells):
+        why = _cell_problem(cell)
+        if why is None:
+            sound.append(cell)
+        else:
+            bad.append((i, why))
+    if not sound:
+        first = f" (first: cell {bad[0][0]}: {bad[0][1]})" if bad else ""
+        raise ValueError(f"{label} ({path}) has no usable cell: {len(bad)} of {len(cells)} are damaged{first}; "
+                         "rerun that benchmark")
+    if not bad:
+        return sound, None
+    return sound, (f"{label} ({path}): set aside {len(bad)} of {len(cells)} cells that are damaged "
+                   f"(first: cell {bad[0][0]}: {bad[0][1]})")
+
+
 def partial_note(label: str, path: str, result: dict) -> str | None:
     """One line saying that a compared input is partial (an interrupted run, or one still running), else None."""
     if not result.get("partial"):
         return None
-    why = "an interrupted run" if result.get("interrupted") else "a run not finished (or that crashed)"
+    why = ("an interrupted run" if result.get("interrupted") else "a run that timed no cell cleanly"
+           if result.get("no_cell_timed") else "a run not finished (or that crashed)")
     return (f"{label} ({path}) is a partial result of {why}: {len(result['cells'])} cells; the cells it lacks show as "
             f"only in the other run")
 
@@ -402,10 +474,11 @@ def selected(cell: dict, spec: GridSpec, devices=None) -> bool:
 def compare_command(args) -> int:
     """Print B ÷ A per cell (Markdown) for the cells that the command-line filters select (all cells without
     filters); an input that is partial (bench.partial.json, or a bench.json marked partial) is said so in one
-    line on stderr and in the table's heading. Returns 0, or 1 when no cell is in both files."""
+    line on stderr and in the table's heading, and so are damaged cells, which are set aside (sound_cells).
+    Returns 0, or 1 when no cell is in both files; raises ValueError for an input with no sound cell."""
     ra, rb = load_result(args.a), load_result(args.b)
-    a, b = ra["cells"], rb["cells"]
-    notes = [n for n in (partial_note("A", args.a, ra), partial_note("B", args.b, rb)) if n]
+    (a, damaged_a), (b, damaged_b) = sound_cells("A", args.a, ra["cells"]), sound_cells("B", args.b, rb["cells"])
+    notes = [n for n in (partial_note("A", args.a, ra), partial_note("B", args.b, rb), damaged_a, damaged_b) if n]
     for note in notes:
         print(f"gelulab bench compare: {note}", file=sys.stderr)
     # only explicit filters apply here: not GELULAB_BACKEND, --quick or the default dtypes of a run

@@ -19,6 +19,7 @@ thread or process is refused. Where the file system offers no flock, the run goe
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -40,6 +41,28 @@ _held_guard = threading.Lock()
 
 class FolderInUse(ValueError):
     """The results folder is held by another run; the message names the folder and the holder."""
+
+
+class LockFileUnusable(ValueError):
+    """The lock file of a results folder cannot serve as a lock (a symbolic link, a folder, unreadable, ...); the
+    message names the lock file and what to do."""
+
+
+# errors of flock itself that mean "this file system offers no locks": the run goes on unguarded after one note
+NO_FLOCK = frozenset(e for e in (getattr(errno, n, None) for n in ("ENOSYS", "EOPNOTSUPP", "ENOTSUP", "ENOLCK"))
+                     if e is not None)
+
+
+def _unusable_lock(option: str, path: Path) -> str | None:
+    """Why `path`'s lock file cannot be used as one (a symbolic link, not a regular file), or None when it is
+    missing or a regular file."""
+    file = path / LOCK_NAME
+    if file.is_symlink():
+        return f"{option} {path}: its lock file {file} is a symbolic link; remove it and rerun"
+    if file.exists() and not file.is_file():
+        kind = "a folder" if file.is_dir() else "not a regular file"
+        return f"{option} {path}: its lock file {file} is {kind}; remove it and rerun"
+    return None
 
 
 def holder_record() -> dict:
@@ -95,6 +118,8 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     when another process or thread holds it: "<option> <folder> is in use by pid N on host H (`command`, started
     T); wait for that run to end or use another <option>". Raises OSError when the folder cannot be created or
     the lock file cannot be opened (check the folder with core.output.check_writable first for a clearer line).
+    Raises LockFileUnusable (a ValueError) when the lock file is a symbolic link or a folder, or the lock fails
+    for any reason but a file system without flock (ENOSYS, EOPNOTSUPP, ENOLCK: then one note and no lock).
     Prints one note on stderr when it takes over the lock of a process that ended without releasing it."""
     path = Path(folder)
     key = os.path.realpath(path)
@@ -121,6 +146,10 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     created = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     fresh = not (path / LOCK_NAME).exists()  # no lock file before this hold: none is left after it
     path.mkdir(parents=True, exist_ok=True)
+    unusable = _unusable_lock(option, path)
+    if unusable:
+        _remove_created(path, created)
+        raise LockFileUnusable(unusable)
     previous: list[bytes] = []
 
     def on_acquired(fd: int) -> None:  # the lock is ours: read what the last holder left, write ourselves
@@ -137,9 +166,15 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
         raise FolderInUse(f"{option} {path} is in use by {describe(read_holder(path))}; wait for that run to end "
                           f"or use another {option}") from None
     except OSError as e:
-        if isinstance(e, (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        if e.errno not in NO_FLOCK:
             _remove_created(path, created)
-            raise
+            reason = _unusable_lock(option, path)  # made a link or a folder meanwhile
+            if reason:
+                raise LockFileUnusable(reason) from None
+            if isinstance(e, (PermissionError, FileNotFoundError, NotADirectoryError)):
+                raise
+            raise LockFileUnusable(f"{option} {path}: cannot lock its lock file {path / LOCK_NAME} "
+                                   f"({e.strerror or e}); remove it and rerun, or use another {option}") from None
         # a file system without flock (ENOSYS, EOPNOTSUPP, ENOLCK): the run goes on, unguarded
         print(f"gelulab: {path}: cannot lock the results folder ({e.strerror or e}); running without a lock: "
               "run one command at a time in it", file=sys.stderr)

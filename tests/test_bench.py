@@ -498,6 +498,70 @@ def test_compare_refuses_a_file_that_is_not_a_bench_result(tmp_path, capsys):
     assert "not a gelulab bench result" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("b_cells, set_aside", [
+    ([None, 5, _cell("jax", "relu", 3e-6)], 2),
+    ([_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", "fast", "float64")], 1),
+    ([_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", -1e-5, "float64")], 1),
+    ([_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", 0, "float64")], 1),
+    ([_cell("jax", "relu", 3e-6), _cell("jax", "gelu_none", float("nan"), "float64")], 1),
+])
+def test_compare_sets_damaged_cells_aside_naming_the_file(tmp_path, capsys, b_cells, set_aside):
+    a = [_cell("jax", "relu", 2e-6), _cell("jax", "gelu_none", 4e-6, "float64")]
+    fa, fb = _result_file(tmp_path / "a.json", a), _result_file(tmp_path / "b.json", b_cells)
+    assert bench_cli.main(["compare", fa, fb]) == 0
+    out, err = capsys.readouterr()
+    assert f"gelulab bench compare: B ({fb}): set aside {set_aside} of {len(b_cells)} cells that are damaged" in err
+    assert "1 cells in both runs" in out and "Geometric mean of B ÷ A: 1.5." in out  # 3e-6 / 2e-6, the sound cell
+
+
+@pytest.mark.parametrize("b_cells", [[None, 5], [_cell("jax", "relu", -1e-5)], [_cell("jax", "relu", 0)],
+                                     [_cell("jax", "relu", "fast")]])
+def test_compare_refuses_a_file_without_a_sound_cell_in_one_line(tmp_path, capsys, b_cells):
+    fa = _result_file(tmp_path / "a.json", [_cell("jax", "relu", 2e-6)])
+    fb = _result_file(tmp_path / "b.json", b_cells)
+    assert bench_cli.main(["compare", fa, fb]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"gelulab bench: error: B ({fb}) has no usable cell: {len(b_cells)} of {len(b_cells)} "
+                          "are damaged")
+
+
+@pytest.mark.parametrize("option, value", [("--seed", "-1"), ("--seed", str(2**32)), ("--min-run-s", "inf"),
+                                           ("--min-run-s", "nan"), ("--threads", "0"), ("--copy-mib", "-1")])
+def test_a_bad_numeric_option_is_refused_before_any_work_and_keeps_the_last_result(tmp_path, capsys, option,
+                                                                                   value):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("the last complete result\n")
+    argv = ["--quick", "--backend", "numpy", "--no-plots", "--no-train-step", option, value, "--out", str(out)]
+    assert bench_cli.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    shown = float(value) if option == "--min-run-s" else int(value)  # as argparse parsed it
+    assert len(err) == 1 and err[0].startswith(f"gelulab bench: error: {option}={shown!r}; expected")
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json"]
+    assert (out / "bench.json").read_text() == "the last complete result\n"
+
+
+def test_a_run_whose_cells_all_fail_never_replaces_the_complete_result(tmp_path, capsys, monkeypatch):
+    def no_input(dtype, size, seed=0):
+        raise ValueError("no input today")
+
+    monkeypatch.setattr(bench_cli, "input_array", no_input)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("the last complete result\n")
+    argv = ["--quick", "--backend", "numpy", "--no-plots", "--no-train-step", "--copy-mib", "1", "--out", str(out)]
+    assert bench_cli.main(argv) == 1
+    assert (out / "bench.json").read_text() == "the last complete result\n"
+    kept = json.loads((out / "bench.partial.json").read_text())
+    assert kept["partial"] and kept["no_cell_timed"] and kept["cells"]
+    assert all(c["status"] == "error" and "no input today" in c["error"] for c in kept["cells"])
+    err = capsys.readouterr().err
+    assert (f"gelulab bench: none of the {len(kept['cells'])} cells timed cleanly (first error: input: ValueError: "
+            f"no input today); the result is in {out / 'bench.partial.json'} (marked partial), bench.json kept as "
+            "it was") in err
+
+
 # ---------------------------------------------------------------------------------------------------- devices
 
 

@@ -5,6 +5,7 @@ note.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -177,3 +178,61 @@ def test_two_concurrent_moons_runs_into_one_folder_the_second_is_refused_the_fir
     runs = [json.loads(p.read_text()) for p in out.glob("runs/**/seed*.json")]
     assert len(runs) == 2 and {r["key"]["lr"] for r in runs} == {0.01}  # one run's results, whole
     assert json.loads((out / "results.json").read_text())["config"]["lr"] == 0.01
+
+
+@pytest.mark.parametrize("make", ["dangling link", "link to a file", "folder"])
+def test_a_lock_file_that_is_a_link_or_a_folder_is_refused_naming_it(tmp_path, make):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    file = folder / lock.LOCK_NAME
+    if make == "folder":
+        file.mkdir()
+        what = "a folder"
+    else:
+        target = tmp_path / ("victim.txt" if make == "link to a file" else "nonexistent")
+        if make == "link to a file":
+            target.write_text("keep me\n")
+        file.symlink_to(target)
+        what = "a symbolic link"
+    with pytest.raises(lock.LockFileUnusable) as e, lock.hold(folder):
+        pytest.fail("the block ran without a lock")
+    assert str(e.value) == f"--out {folder}: its lock file {file} is {what}; remove it and rerun"
+    if make == "link to a file":
+        assert (tmp_path / "victim.txt").read_text() == "keep me\n"  # the link's target is left alone
+
+
+def test_the_command_line_refuses_a_linked_lock_file_in_one_line(tmp_path, capsys):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / lock.LOCK_NAME).symlink_to("/nonexistent")
+    argv = ["parity", "--backend", "numpy", "--activation", "relu", "--dtype", "float16", "--order", "0",
+            "--no-plots", "--out", str(folder)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        (f"gelulab parity: error: --out {folder}: its lock file {folder / lock.LOCK_NAME} is a symbolic link; "
+         "remove it and rerun")]
+    assert sorted(p.name for p in folder.iterdir()) == [lock.LOCK_NAME]  # nothing computed, nothing written
+
+
+@pytest.mark.parametrize("code", [errno.ELOOP, errno.EIO, errno.ENOLCK, errno.EOPNOTSUPP])
+def test_only_a_file_system_without_flock_runs_unlocked_any_other_lock_error_refuses(tmp_path, monkeypatch,
+                                                                                    capsys, code):
+    def fail(self, *a, **k):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(lock.filelock.FileLock, "acquire", fail)
+    folder = tmp_path / "out"
+    ran = []
+    if code in (errno.ENOLCK, errno.EOPNOTSUPP):
+        with lock.hold(folder):
+            ran.append(True)
+        assert ran and capsys.readouterr().err == (
+            f"gelulab: {folder}: cannot lock the results folder ({os.strerror(code)}); running without a lock: "
+            "run one command at a time in it\n")
+    else:
+        with pytest.raises(lock.LockFileUnusable) as e, lock.hold(folder):
+            ran.append(True)
+        assert not ran and str(e.value) == (
+            f"--out {folder}: cannot lock its lock file {folder / lock.LOCK_NAME} ({os.strerror(code)}); remove it "
+            "and rerun, or use another --out")
+    assert not folder.exists()  # the folder this hold made is removed again

@@ -117,3 +117,77 @@ def test_merge_bad_folders_are_one_line_exit_2(tmp_path, capsys, monkeypatch, di
     assert gelulab.main(["merge", *dirs, "--out", "m"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and not Path("m").exists()
+
+
+# ------------------------------------------------------------------------------ damaged values, links out of DIR
+
+ENV_OF = {"threads": 1, "device": "cpu"}
+
+
+def _parity(folder: Path, **cell) -> Path:
+    """A parity.json in `folder` with two region cells of relu (one with the special value "nan" that parity
+    writes for a non-finite error), the first updated with `cell`."""
+    base = {"backend": "numpy", "impl": "builtin", "activation": "relu", "dtype": "float32", "mode": "eager",
+            "order": 0, "passed": True}
+    cells = [{**base, "region": "core", "max_ulp": 1.0, **cell}, {**base, "region": "tails", "max_ulp": "nan"}]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "parity.json").write_text(json.dumps({"cells": cells, "tolerances": {"float32": 4},
+                                                    "environment": ENV_OF}))
+    return folder / "parity.json"
+
+
+def _moons(folder: Path, acc=0.9, loss=0.3, diff=-0.01) -> Path:
+    """A moons results.json in `folder`: one relu summary row and one paired difference of gelu_none."""
+    where = {"backend": "torch", "regime": "matched"}
+    data = {"config": {"lr": 0.01}, "runs": [], "environment": ENV_OF,
+            "summary": [{**where, "arm": "relu", "test_acc": {"mean": acc}, "test_loss": {"geo_mean": loss}}],
+            "paired": [{**where, "arm": "gelu_none", "metric": "test_acc", "mean_diff": diff, "kind": "tie"}]}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(data))
+    return folder / "results.json"
+
+
+@pytest.mark.parametrize("write, problem", [
+    (lambda f: _parity(f, passed="no"), "a cell's passed is 'no', expected true or false"),
+    (lambda f: _parity(f, max_ulp=-3), "a cell's max_ulp is -3, expected a number of at least 0"),
+    (lambda f: _parity(f, max_ulp="big"), "a cell's max_ulp is 'big', expected a number"),
+    (lambda f: _parity(f, order=float("nan")), "a cell's order is nan, expected a derivative order"),
+    (lambda f: _moons(f, acc=5.0), "a summary's test_acc mean is 5.0, expected a number from 0 to 1"),
+    (lambda f: _moons(f, loss=-3), "a summary's test_loss geo_mean is -3, expected a number of at least 0"),
+    (lambda f: _moons(f, diff="big"), "a paired test_acc mean_diff is 'big', expected a number"),
+    (lambda f: (f.mkdir(), (f / "parity.json").write_text("[" * 200000)), "nested too deeply"),
+])
+def test_merge_sets_aside_out_of_range_and_wrong_typed_values(tmp_path, capsys, write, problem):
+    kind_of = _moons if "summary" in problem or "paired" in problem else _parity
+    good = [kind_of(tmp_path / name) for name in ("a", "b")]
+    write(tmp_path / "bad")
+    bad = next((tmp_path / "bad").iterdir())
+    out = tmp_path / "m"
+    assert gelulab.main(["merge", *(str(tmp_path / n) for n in ("a", "b", "bad")), "--out", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"merge: {bad} is damaged (") and problem in err[0]
+    merged = json.loads((out / "merge.json").read_text())
+    assert [r["file"] for r in merged["runs"]] == [str(p) for p in good]  # the damaged run is not in the tables
+    if kind_of is _parity:
+        (row,) = merged["groups"][0]["rows"]
+        assert row["runs"]["A"] == {"max_ulp": 1.0, "beyond": 0}  # "nan" is a special value, not damage
+    else:
+        values = [r["runs"]["A"]["value"] for r in merged["groups"][0]["rows"]]
+        assert values == pytest.approx([90.0, 0.3, -1.0])  # acc in %, the loss as is, the difference in pp
+
+
+def test_merge_does_not_follow_a_symbolic_link_out_of_its_folder(tmp_path, capsys):
+    a, b = _parity(tmp_path / "a").parent, _parity(tmp_path / "b").parent
+    (a / "up").symlink_to("..")  # leads to tmp_path, which holds b
+    (a / "self").symlink_to(".")  # inside a, and visited already
+    (a / "sub").mkdir()
+    (a / "inner").symlink_to("sub")  # inside a: followed once
+    out = tmp_path / "m"
+    assert gelulab.main(["merge", str(a), str(b), "--out", str(out)]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"merge: {a / 'up'} is a symbolic link to {tmp_path.resolve()}, outside {a}; not followed"]
+    merged = json.loads((out / "merge.json").read_text())
+    assert [(r["label"], r["rel"]) for r in merged["runs"]] == [("A", "."), ("B", ".")]
+    assert merged["skipped"] == [{"path": str(a / "up"),
+                                  "problem": f"a symbolic link to {tmp_path.resolve()}, outside {a}; not followed"}]
+    assert "## Folders not followed" in (out / "merge.md").read_text()

@@ -51,6 +51,8 @@ def _load(path: Path):
         return json.loads(path.read_bytes().decode("utf-8")), None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"not JSON ({e})"
+    except RecursionError:
+        return None, "not usable JSON (nested too deeply to read)"
 
 
 def damage(kind: str, data) -> str | None:
@@ -78,17 +80,29 @@ def damage(kind: str, data) -> str | None:
     return None
 
 
-def find_runs(folder, damaged: list | None = None) -> list[dict]:
+def find_runs(folder, damaged: list | None = None, skipped: list | None = None) -> list[dict]:
     """The runs in one DIR: [{"kind", "path" (the results file), "rel" (its folder inside DIR, "." for DIR
     itself), "data"}]. A results file that cannot be merged (see `damage`; not JSON) is left out and appended to
-    `damaged` as {"path", "kind" (None when not JSON), "problem"}. Raises ValueError for a missing folder or one
+    `damaged` as {"path", "kind" (None when not JSON), "problem"}. A folder reached through a symbolic link is
+    followed only when it lies inside DIR and was not visited already; one that leads outside DIR is not
+    followed and appended to `skipped` as {"path", "problem"}. Raises ValueError for a missing folder or one
     holding no results files at all (damaged ones count: the merge names them and goes on)."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder; expected a results folder of parity, bench, moons or swap")
-    found, bad = [], []
+    found, bad, aside = [], [], []
+    top = root.resolve()
+    seen: set[Path] = set()
+
+    def inside(sub: Path) -> bool:  # a folder to visit: inside DIR once resolved, and not visited yet
+        real = sub.resolve()
+        if not real.is_relative_to(top):
+            aside.append({"path": sub, "problem": f"a symbolic link to {real}, outside {root}; not followed"})
+            return False
+        return real not in seen
 
     def visit(d: Path, depth: int):
+        seen.add(d.resolve())
         for name in sorted(FILES):
             p = d / name
             if not p.is_file():
@@ -112,11 +126,14 @@ def find_runs(folder, damaged: list | None = None) -> list[dict]:
                     bad.append({"path": p, "kind": kind.name, "problem": problem})
         if depth < MAX_DEPTH:
             for sub in sorted(p for p in d.iterdir() if p.is_dir() and p.name not in SKIP):
-                visit(sub, depth + 1)
+                if inside(sub):
+                    visit(sub, depth + 1)
 
     visit(root, 0)
     if damaged is not None:
         damaged.extend(bad)
+    if skipped is not None:
+        skipped.extend(aside)
     if not found and not bad:
         raise ValueError(f"{root}: holds no results of parity, bench, moons or swap "
                          f"(looked for {', '.join(sorted(FILES))} up to {MAX_DEPTH} folders deep)")
@@ -179,7 +196,8 @@ def merge(dirs) -> dict:
     found in one DIR only}.
 
     Damaged results files (see `damage`) are left out and listed in "damaged": [{path, kind, problem}]; the
-    merge goes on with the rest.
+    merge goes on with the rest. Folders behind symbolic links that lead outside their DIR are not followed and
+    are listed in "skipped": [{path, problem}].
 
     Raises ValueError, before anything is written: fewer than two DIRs or one given twice; a DIR that is missing
     or holds no usable results; a group whose runs' experiment settings differ (one message naming the kind, the
@@ -192,9 +210,9 @@ def merge(dirs) -> dict:
     twice = sorted({str(d) for d, r in zip(dirs, resolved) if resolved.count(r) > 1})
     if twice:
         raise ValueError(f"merge: {', '.join(twice)} given twice; expected each results folder once")
-    groups, damaged = {}, []
+    groups, damaged, skipped = {}, [], []
     for i, d in enumerate(dirs):
-        for r in find_runs(d, damaged):
+        for r in find_runs(d, damaged, skipped):
             r["dir"] = str(d)
             r["index"] = i
             groups.setdefault((r["kind"], r["rel"]), []).append(r)
@@ -230,7 +248,8 @@ def merge(dirs) -> dict:
         out_groups.append(_side_by_side(kind, rel, runs, labels, env_fields))
     single = [{"kind": k, "rel": r, "dir": v[0]["dir"]} for (k, r), v in groups.items() if len(v) < 2]
     return {"runs": out_runs, "groups": out_groups, "single": single,
-            "damaged": [{**d, "path": str(d["path"])} for d in damaged]}
+            "damaged": [{**d, "path": str(d["path"])} for d in damaged],
+            "skipped": [{**d, "path": str(d["path"])} for d in skipped]}
 
 
 def _side_by_side(kind: str, rel: str, runs: list, labels: list, env_fields: list) -> dict:
@@ -300,6 +319,9 @@ def markdown(merged: dict) -> str:
         out.append("\n## Set aside as damaged\n")
         out.append("These results files could not be used and are not in the tables above (left as they are):\n")
         out += [f"- {d['path']}: {d['problem']}" for d in merged["damaged"]]
+    if merged.get("skipped"):
+        out.append("\n## Folders not followed\n")
+        out += [f"- {d['path']}: {d['problem']}" for d in merged["skipped"]]
     return "\n".join(out) + "\n"
 
 
@@ -314,6 +336,8 @@ def run(args) -> int:
     merged = merge(args.dirs)
     for d in merged["damaged"]:
         print(f"merge: {d['path']} is damaged ({d['problem']}); set aside, not merged", file=sys.stderr)
+    for d in merged["skipped"]:
+        print(f"merge: {d['path']} is {d['problem']}", file=sys.stderr)
     text = markdown(merged)
     with hold(out):  # one run at a time in --out
         atomic_write_text(out / "merge.md", text)

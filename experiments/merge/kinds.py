@@ -38,8 +38,27 @@ class Kind:
     description: str
 
 
-def _num(v):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+SPECIAL = {"nan", "inf", "-inf", "infinity", "-infinity"}  # non-finite floats as core.report.json_text writes them
+
+
+def _value(v, what: str, lo: float = -math.inf, hi: float = math.inf):
+    """A measured value read for the merge: a finite number in [lo, hi] as is; None for a value not recorded
+    (None) or not finite (a float or its string form "nan", "inf"). Raises TypeError naming `what` for any
+    other type (a string, a bool, a list...), ValueError for a finite number outside [lo, hi], so the file is set
+    aside as damaged (merge.command.damage) rather than shown with a value no run can produce."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in SPECIAL):
+        return None
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise TypeError(f"{what} is {v!r}, expected a number")
+    if not math.isfinite(v):
+        return None
+    if not lo <= v <= hi:
+        span = f"of at least {lo:g}" if hi == math.inf else f"from {lo:g} to {hi:g}"
+        raise ValueError(f"{what} is {v!r}, expected a number {span}")
+    return v
+
+
+COSINE_SLACK = 1e-6  # a cosine computed in float32 may exceed 1 by rounding
 
 
 def _f(digits):
@@ -69,11 +88,16 @@ def _parity_rows(d: dict) -> list:
         k = (c["backend"], c["impl"], c["activation"], c["dtype"], c["mode"], c["order"])
         r = rows.setdefault(k, {"backend": k[0], "impl": k[1], "activation": k[2], "dtype": k[3], "mode": k[4],
                                 "order": k[5], "max_ulp": None, "beyond": 0, "regions": 0})
+        if not isinstance(k[5], int) or isinstance(k[5], bool) or k[5] < 0:
+            raise ValueError(f"a cell's order is {k[5]!r}, expected a derivative order 0, 1, 2, ...")
         r["regions"] += 1
-        u = _num(c.get("max_ulp"))
+        u = _value(c.get("max_ulp"), "a cell's max_ulp", 0)
         if u is not None:
             r["max_ulp"] = u if r["max_ulp"] is None else max(r["max_ulp"], u)
-        r["beyond"] += not c.get("passed", True)
+        passed = c.get("passed", True)
+        if not isinstance(passed, bool):
+            raise TypeError(f"a cell's passed is {passed!r}, expected true or false")
+        r["beyond"] += not passed
     return list(rows.values())
 
 
@@ -87,8 +111,17 @@ def _bench_settings(d: dict) -> dict:
 
 def _bench_rows(d: dict) -> list:
     keys = ("backend", "mode", "activation", "impl", "direction", "dtype", "size")
-    return [{**{k: c.get(k) for k in keys}, "median_s": _num(c.get("median_s")),
-             "elements_per_s": _num(c.get("elements_per_s"))} for c in d.get("cells", []) if c.get("status") == "ok"]
+    return [{**{k: c.get(k) for k in keys}, "median_s": _positive(c.get("median_s"), "a cell's median_s"),
+             "elements_per_s": _positive(c.get("elements_per_s"), "a cell's elements_per_s")}
+            for c in d.get("cells", []) if c.get("status") == "ok"]
+
+
+def _positive(v, what: str):
+    """_value for a quantity that is positive when measured (seconds per call, elements per second)."""
+    v = _value(v, what, 0)
+    if v == 0:
+        raise ValueError(f"{what} is 0, expected a positive number")
+    return v
 
 
 # -------------------------------------------------------------------------------------------------- moons
@@ -98,13 +131,16 @@ def _moons_settings(d: dict) -> dict:
     return dict(d.get("config", {}))
 
 
-def _scaled(v, scale):
-    v = _num(v)
+def _scaled(v, scale, what: str = "a value", lo: float = -math.inf, hi: float = math.inf):
+    """scale × _value(v, what, lo, hi) (None stays None)."""
+    v = _value(v, what, lo, hi)
     return None if v is None else scale * v
 
 
 _MOONS_PAIRED = {"test_acc": ("test acc − ReLU, pp (mean paired difference)", 100.0),
                  "test_loss": ("test loss − ReLU (mean paired difference)", 1.0)}
+# the range of a mean paired difference per metric: accuracies are fractions, so their difference is in [-1, 1]
+_DIFF_RANGE = {"test_acc": (-1.0, 1.0)}
 
 
 def _moons_rows(d: dict) -> list:
@@ -114,14 +150,18 @@ def _moons_rows(d: dict) -> list:
     rows = []
     for s in d.get("summary", []):
         rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"], "measure": "test acc % (mean)",
-                     "value": _scaled(s["test_acc"].get("mean"), 100.0), "verdict": ""})
+                     "value": _scaled(s["test_acc"].get("mean"), 100.0, "a summary's test_acc mean", 0, 1),
+                     "verdict": ""})
         rows.append({"backend": s["backend"], "regime": s["regime"], "arm": s["arm"],
-                     "measure": "test loss (geometric mean)", "value": _num(s["test_loss"].get("geo_mean")),
+                     "measure": "test loss (geometric mean)",
+                     "value": _value(s["test_loss"].get("geo_mean"), "a summary's test_loss geo_mean", 0),
                      "verdict": ""})
     for p in d.get("paired", []):
         label, scale = _MOONS_PAIRED.get(p["metric"], (f"{p['metric']} − ReLU (mean paired difference)", 1.0))
-        rows.append({"backend": p["backend"], "regime": p["regime"], "arm": p["arm"],
-                     "measure": label, "value": _scaled(p["mean_diff"], scale), "verdict": p.get("kind", "")})
+        rows.append({"backend": p["backend"], "regime": p["regime"], "arm": p["arm"], "measure": label,
+                     "value": _scaled(p["mean_diff"], scale, f"a paired {p['metric']} mean_diff",
+                                      *_DIFF_RANGE.get(p["metric"], (-math.inf, math.inf))),
+                     "verdict": p.get("kind", "")})
     return rows
 
 
@@ -143,7 +183,9 @@ def _grid_rows(d: dict) -> list:
     for c in d.get("analysis", {}).get("comparisons", []):
         label, scale = _GRID_METRICS.get(c["metric"], (c["metric"], 1.0))
         rows.append({"cell": c["cell"], "backend": c["backend"], "regime": c["regime"], "arm": c["arm"],
-                     "metric": label, "mean_diff": _scaled(c["mean_diff"], scale), "kind": c.get("kind", "")})
+                     "metric": label, "kind": c.get("kind", ""),
+                     "mean_diff": _scaled(c["mean_diff"], scale, f"a comparison's {c['metric']} mean_diff",
+                                          *_DIFF_RANGE.get(c["metric"], (-math.inf, math.inf)))})
     return rows
 
 
@@ -159,7 +201,13 @@ def _swap_settings(d: dict) -> dict:
 
 def _swap_rows(d: dict) -> list:
     return [{"backend": r["backend"], "activation": r["activation"], "stage": r["stage"],
-             "cos_mean": _num(r.get("cos_mean")), "cos_worst": _num(r.get("cos_worst"))} for r in d.get("rows", [])]
+             "cos_mean": _cosine(r.get("cos_mean"), "a row's cos_mean"),
+             "cos_worst": _cosine(r.get("cos_worst"), "a row's cos_worst")} for r in d.get("rows", [])]
+
+
+def _cosine(v, what: str):
+    """_value for a cosine: in [-1, 1] up to float rounding (COSINE_SLACK)."""
+    return _value(v, what, -1 - COSINE_SLACK, 1 + COSINE_SLACK)
 
 
 KINDS = {k.name: k for k in (
