@@ -5,7 +5,7 @@ impossible config.json, a link out of the folder) are in tests/test_swap.py.
 """
 from __future__ import annotations
 
-_RESTRICTED = r" is not accepted in an identify expression .*; --allow-python evaluates it as Python, which runs " \
+_RESTRICTED = r".* is not accepted in an identify expression .*; --allow-python evaluates it as Python, which runs " \
               r"arbitrary code$"
 
 IDENTIFY_SWAP_CASES = [
@@ -13,22 +13,48 @@ IDENTIFY_SWAP_CASES = [
     (["identify", "lambda x: 1/0"], 2,
      (r"^gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by zero on a "
      r"float32 numpy array of shape \(2,\)$")),
-    (["identify", "lambda x: numpy.ones(2**50)"], 2,
-     (r"^gelulab identify: error: 'lambda x: numpy\.ones\(2\*\*50\)': the callable raised MemoryError: Unable to "
-     r"allocate .* on a float32 numpy array of shape \(2,\)$")),
-    (["identify", "lambda x: x.no_such_method()"], 2,
-     (r"^gelulab identify: error: 'lambda x: x\.no_such_method\(\)': .* could not be called on an array of any "
-     r"imported framework \(numpy: AttributeError: ")),
+    (["identify", "lambda x: numpy.maximum(x, [0.0] * 2**50)"], 2,
+     (r"^gelulab identify: error: 'lambda x: numpy\.maximum\(x, \[0\.0\] \* 2\*\*50\)': the callable raised "
+     r"MemoryError on a float32 numpy array of shape \(2,\)$")),
+    (["identify", "lambda x: x(1)"], 2,
+     (r"^gelulab identify: error: 'lambda x: x\(1\)': .* could not be called on an array of any imported framework "
+     r"\(numpy: TypeError: ")),
     # identify: expressions outside the restricted form (nothing is imported or run)
     (["identify", "__import__('os').system('touch X')"], 2,
      r"^gelulab identify: error: \"__import__\('os'\)\.system\('touch X'\)\": the name '__import__'" + _RESTRICTED),
     (["identify", "os.system('touch X')"], 2, r"^gelulab identify: error: .*: the name 'os'" + _RESTRICTED),
     (["identify", "open('X', 'w')"], 2, r"^gelulab identify: error: .*: the name 'open'" + _RESTRICTED),
     (["identify", "numpy.load('x.npy', allow_pickle=True)"], 2,
-     r"^gelulab identify: error: .*: the attribute 'load' \(file, process or import access\)" + _RESTRICTED),
+     r"^gelulab identify: error: .*: the dotted name 'numpy\.load' \(not one of the ufuncs of numpy" + _RESTRICTED),
     (["identify", "lambda x: x.__class__"], 2, r"^gelulab identify: error: .*: the attribute '__class__'" + _RESTRICTED),
+    (["identify", "lambda x: x.no_such_method()"], 2,
+     r"^gelulab identify: error: .*: the attribute 'no_such_method' of the parameter 'x'" + _RESTRICTED),
     (["identify", "gelulab.cli.main"], 2,
-     r"^gelulab identify: error: 'gelulab\.cli\.main': the module gelulab\.cli \(the attribute 'cli'\)" + _RESTRICTED),
+     r"^gelulab identify: error: 'gelulab\.cli\.main': the dotted name 'gelulab\.cli\.main'" + _RESTRICTED),
+    # identify: file, code and environment access found by testing, refused before anything runs
+    (["identify", "keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': "
+                  "{'code': '4wEAAAAA'}}}, safe_mode=False)"], 2,
+     r"^gelulab identify: error: .*: the dotted name 'keras\.layers\.Lambda\.from_config'" + _RESTRICTED),
+    (["identify", "transformers.AutoConfig.from_pretrained('no_such_folder', trust_remote_code=True)"], 2,
+     r"^gelulab identify: error: .*: the dotted name 'transformers\.AutoConfig\.from_pretrained'" + _RESTRICTED),
+    (["identify", "lambda x: float(np.genfromtxt('/tmp/secret.txt', dtype='U64'))"], 2,
+     r"^gelulab identify: error: .*: the string '/tmp/secret\.txt' \(strings have at most 32" + _RESTRICTED),
+    (["identify", "lambda x: float(np.fromregex('secret.txt', 'x', 'U9'))"], 2,
+     r"^gelulab identify: error: .*: the dotted name 'numpy\.fromregex'" + _RESTRICTED),
+    (["identify", "lambda x: float('{0.__globals__[os].environ[FOO_SECRET]}'.format(np.genfromtxt))"], 2,
+     r"^gelulab identify: error: .*: the string '\{0\.__globals__\[os\]" + _RESTRICTED),
+    (["identify", "tf.print('PWNED', output_stream='file:///tmp/PWNED')"], 2,
+     r"^gelulab identify: error: .*: the dotted name 'tensorflow\.print'" + _RESTRICTED),
+    (["identify", "lambda x: np.lib.stride_tricks.as_strided(x, (2**40,), (0,))"], 2,
+     r"^gelulab identify: error: .*: the dotted name 'numpy\.lib\.stride_tricks\.as_strided'" + _RESTRICTED),
+    (["identify", "lambda x: " + "-" * 3000 + "x"], 2,
+     r"^gelulab identify: error: 'lambda x: -+'\.\.\. has 3011 characters; expected an identify expression of at "
+     r"most 1000$"),
+    (["identify", "1+" * 20000 + "1"], 2,
+     r"^gelulab identify: error: '(1\+)+'\.\.\. has 40001 characters; expected an identify expression of at most "
+     r"1000$"),
+    (["identify", "lambda x: " + "-" * 989 + "x"], 2,
+     r"^gelulab identify: error: 'lambda x: -+'\.\.\.: expression too deeply nested$"),
     (["identify", "[f for f in ()]"], 2, r"^gelulab identify: error: .*: a list comprehension" + _RESTRICTED),
     (["identify", "torch.nn.GELU("], 2, r"^gelulab identify: error: 'torch\.nn\.GELU\(' is not a Python expression"),
     (["identify", "3"], 2, r"^gelulab identify: error: '3' gives a int, not a callable$"),

@@ -113,6 +113,25 @@ CASES = [
           + _SIZE),
     _grid("depth-huge", "[axes]\ndepth = [100000000000]\n",
           r"grid cell depth100000000000-\S+: depth 100000000000, width 32: the parameters of 20 seeds need " + _SIZE),
+    # learning rates bounded in the study and the grid alike; --jobs bounded by the CPU count
+    _moons("--lr", "100", r"lr=100\.0: expected a finite number with 0 < lr <= 10$"),
+    _grid("lr-huge", "[axes]\nlr = [9223372036854775807]\n",
+          r"\[axes\] lr\[0\] = 9223372036854775807: expected a finite number with 0 < lr <= 10$"),
+    Case("moons-jobs-huge", ("moons", "--grid", "--jobs", "100000", "--out", "{tmp}/out", "--no-progress"), 2,
+         rf"^gelulab moons: error: --jobs 100000: expected at most {4 * (os.cpu_count() or 1)} \(4 per CPU core, "
+         rf"{os.cpu_count() or 1} cores here\)$"),
+    # sizes refused before the allocation they would need
+    Case("verify-chunk-huge", ("verify", "--stride", "1", "--chunk", "99999999999", "--out", "{tmp}/v"), 2,
+         r"^gelulab verify: error: --chunk 99999999999: expected an integer from 1 to 2\^26 = 67108864 \(.* need at "
+         r"least 1\.49e\+03 GiB of memory\)$"),
+    Case("run-seeds-huge", ("run", "--seeds", "99999999999", "--out", "{tmp}/r"), 2,
+         r"^gelulab run: error: --seeds 99999999999: 99999999999 seeds need "
+         + _SIZE.replace("of memory", "of memory in one training group")),
+    # swap: an activation twice, a pairs file that is not a text file
+    Case("swap-activation-twice", ("swap", "--activations", "relu,relu", "--out", "{tmp}/s"), 2,
+         r"^gelulab swap: error: --activations='relu,relu': relu appears twice; expected each activation once$"),
+    Case("swap-pairs-dev-null", ("swap", "--pairs", "/dev/null", "--out", "{tmp}/s"), 2,
+         r"^gelulab swap: error: --pairs /dev/null: not a regular file; expected a TSV of labelled sentence pairs$"),
     # merge: a damaged input is set aside, named; the merge goes on with the rest or, with nothing left, exits 2
     Case("merge-parity-lacks-impl-goes-on", ("merge", "{tmp}/a", "{tmp}/b", "{tmp}/c", "--out", "{tmp}/m"), 0,
          r"^merge: \S*/a/parity\.json is damaged \(a record lacks the field 'impl'\); set aside, not merged$",

@@ -102,6 +102,66 @@ def test_study_options_with_grid_are_refused(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def _run_record(cell, seed, train_loss, test_acc, arm="relu"):
+    """A run record as the study stores it (the fields report.divergence reads)."""
+    m = {"train_loss": train_loss, "val_loss": 0.3, "test_loss": 0.3, "test_acc": test_acc}
+    return {"backend": "torch", "regime": "matched", "dtype": cell.config.dtype, "arm": arm, "seed": seed,
+            "metrics": m, "curves": {"train_loss": [0.6, train_loss], "val_loss": [0.6, 0.3]}}
+
+
+def test_grid_divergence_names_the_cells_and_runs():
+    spec = G.parse_grid("[base]\nseeds = 2\narms = ['relu', 'gelu_none']\n[axes]\ndepth = [1, 2]\n")
+    c1, c2 = spec.cells()
+    runs = {c1.id: [_run_record(c1, 0, 0.1, 0.95), _run_record(c1, 1, 0.1, 0.95)],
+            c2.id: [_run_record(c2, 0, float("nan"), 0.95), _run_record(c2, 1, 0.1, 0.5)]}  # two bad runs
+    diverged = R.grid_divergence(spec.cells(), runs)
+    assert [(d["cell"], d["seed"], d["kinds"]) for d in diverged] == [
+        (c2.id, 0, ["non-finite loss"]), (c2.id, 1, ["test accuracy not above chance"])]
+    line = R.grid_divergence_warning(diverged)
+    assert line.startswith("WARNING: 2 runs in 1 of the grid's cells diverged or did not learn") and c2.id in line
+    assert "\n" not in line and R.grid_divergence_warning([]) is None
+
+
+@pytest.mark.parametrize("fail, code", [(False, 0), (True, 1)])
+def test_grid_divergence_is_warned_and_fails_on_request(tmp_path, monkeypatch, capsys, fail, code):
+    diverged = [{"cell": "depth1-x", "backend": "torch", "regime": "matched", "dtype": "float64", "arm": "relu",
+                 "seed": 0, "reasons": ["non-finite loss"], "kinds": ["non-finite loss"]}]
+    written = []
+    monkeypatch.setattr(GS, "run_grid", lambda *a, **k: {"analysis": {"divergence": diverged}})
+    monkeypatch.setattr(GS, "write_grid_report", lambda results, out: written.append(out) or {})
+    monkeypatch.setattr(R, "markdown", lambda results, sections=(): "report")
+    argv = ["moons", "--grid", "--out", str(tmp_path / "o"), "--no-progress"]
+    assert gelulab.main(argv + ["--fail-on-divergence"] * fail) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    expected = ("gelulab moons --grid: WARNING: 1 runs in 1 of the grid's cells diverged or did not learn — "
+                "depth1-x 1 runs (non-finite loss). Their statistics use only finite values; lower lr or check the "
+                "setup.")
+    assert written and err == [expected]
+
+
+def test_grid_divergence_section_in_the_report():
+    row = {"cell": "depth1-x", "backend": "torch", "regime": "matched", "dtype": "float64", "arm": "relu", "seed": 3,
+           "reasons": ["non-finite loss"], "kinds": ["non-finite loss"]}
+    text = R._divergence_md([row])
+    assert "depth1-x" in text and "non-finite loss" in text and "| 3 |" in text
+
+
+@pytest.mark.parametrize("value", ["9223372036854775807", "11", "0", "-0.1", "inf", "nan"])
+def test_grid_lr_is_bounded_as_the_study_is(value):
+    with pytest.raises(ValueError, match=r"\[axes\] lr\[0\] = \S+: expected a finite number with 0 < lr <= 10$"):
+        G.parse_grid(f"[axes]\nlr = [{value}]\n")
+    assert G.parse_grid("[axes]\nlr = [10]\n").axes["lr"] == (10.0,)  # the bound itself is accepted
+
+
+def test_a_grid_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "g.toml"
+    data = b"[axes]\ndepth = [1]\n# \xff\n"
+    path.write_bytes(data)
+    at = data.index(b"\xff")  # the offset of the byte that is not UTF-8, from the input itself
+    with pytest.raises(ValueError, match=rf"^grid file {path}: not UTF-8 text \(invalid start byte at byte {at}\)"):
+        G.load_grid(path)
+
+
 # ------------------------------------------------------------------------------------------------ data sets
 
 
@@ -310,8 +370,9 @@ def test_grid_resumes_a_lost_cell_and_refuses_other_settings(small_grid, tmp_pat
     lost = spec.cells()[1]
     for p in (copy / "cells" / lost.id).rglob("seed2.json"):
         p.unlink()
-    again = GS.run_grid(spec, copy, [backend], jobs=1, progress=False)
+    again = GS.run_grid(spec, copy, [backend], jobs=8, progress=False)
     assert again["trained_cells"] == 1 and again["resumed_cells"] == 3
+    assert again["jobs"] == 1  # one cell to train: one worker used, not the 8 asked for
 
     def numbers(res):
         return {c: sorted((r["arm"], r["seed"], json.dumps(r["metrics"]), json.dumps(r["curves"])) for r in rs)

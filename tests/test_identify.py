@@ -211,12 +211,34 @@ REFUSED = [
     ("eval('1')", r"the name 'eval'"),
     ("lambda x: getattr(x, 'y')", r"the name 'getattr'"),
     ("numpy.tanh.__globals__", r"the attribute '__globals__'"),
-    ("functools.partial(numpy.tanh).func.__class__", r"the attribute '__class__'"),
-    ("numpy.load", r"the attribute 'load' \(file, process or import access\)"),
-    ("lambda x: numpy.savetxt('X', x)", r"the attribute 'savetxt'"),
-    ("lambda x: numpy.asarray(x).tofile('X')", r"the attribute 'tofile'"),
-    ("gelulab.cli.main", r"the module gelulab\.cli \(the attribute 'cli'\)"),
-    ("lambda x: np.lib.npyio.DataSource", r"the module numpy\.lib\.npyio"),
+    ("functools.partial(numpy.tanh).func.__class__", r"the attribute 'func' of a call's result"),
+    ("numpy.load", r"the dotted name 'numpy\.load' \(not one of the ufuncs of numpy or where, clip\)"),
+    ("lambda x: numpy.savetxt('X', x)", r"the dotted name 'numpy\.savetxt'"),
+    ("lambda x: numpy.asarray(x).tofile('X')", r"the attribute 'tofile' of a call's result"),
+    ("lambda x: numpy.asarray(x)", r"the dotted name 'numpy\.asarray' \(not one of the ufuncs of numpy"),
+    ("lambda x: x.sum()", r"the attribute 'sum' of the parameter 'x'"),
+    ("gelulab.cli.main", r"the dotted name 'gelulab\.cli\.main'"),
+    ("lambda x: np.lib.npyio.DataSource", r"the dotted name 'numpy\.lib\.npyio\.DataSource'"),
+    ("torch", r"the module name 'torch' alone"),
+    ("{'a': 1}", r"a dict display"),
+    ("functools.partial(numpy.tanh, out=numpy.tanh)", r"the value of the keyword argument 'out'"),
+    # file, code and environment access found by testing: each is refused before anything runs
+    ("keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': {'code': '4wEAAAAA'}}}, "
+     "safe_mode=False)", r"the dotted name 'keras\.layers\.Lambda\.from_config'"),
+    ("keras.layers.ReLU.from_config", r"the attribute 'from_config' of keras\.layers\.ReLU"),
+    ("transformers.AutoConfig.from_pretrained('no_such_model_folder', trust_remote_code=True)",
+     r"the dotted name 'transformers\.AutoConfig\.from_pretrained' \(not an activation"),
+    ("lambda x: float(np.genfromtxt('/tmp/secret.txt', dtype='U64'))", r"the string '/tmp/secret\.txt'"),
+    ("lambda x: float(np.genfromtxt('secret.txt', dtype='U64'))", r"the dotted name 'numpy\.genfromtxt'"),
+    ("lambda x: float(np.fromregex('secret.txt', 'x', 'U9'))", r"the dotted name 'numpy\.fromregex'"),
+    ("lambda x: float('{0.__globals__[os].environ[FOO_SECRET]}'.format(np.genfromtxt))",
+     r"the string '\{0\.__globals__"),
+    ("lambda x: float('a'.format(np.tanh))", r"the attribute 'format' of a str literal"),
+    ("tf.print('PWNED', output_stream='file:///tmp/PWNED')", r"the dotted name 'tensorflow\.print'"),
+    ("lambda x: np.lib.stride_tricks.as_strided(x, (2**40,), (0,))",
+     r"the dotted name 'numpy\.lib\.stride_tricks\.as_strided'"),
+    ("lambda x: torch.nn.functional.gelu(x, approximate='a' * 40)", r"the value of the keyword argument"),
+    ("lambda x: np.tanh('" + "a" * 33 + "')", r"the string 'a{32}'\.\.\. \(strings have at most 32 characters"),
     ("[t for t in ()]", r"a list comprehension"),
     ("(t := 1)", r"an assignment expression \(:=\)"),
     ("f'{1}'", r"an f-string"),
@@ -235,14 +257,34 @@ def test_restricted_expression_refuses_naming_the_construct_and_the_flag(express
     assert "\n" not in text and "--allow-python evaluates it as Python, which runs arbitrary code" in text
 
 
-def test_restricted_expression_refuses_modules_outside_the_allowed_ones():
+def test_restricted_expression_refuses_members_outside_the_activation_namespaces():
     requires("torch")
-    with pytest.raises(identify_expression.Refused, match=r"the module os \(the attribute 'os'\)"):
+    with pytest.raises(identify_expression.Refused, match=r"the dotted name 'torch\.os\.getcwd'"):
         identify_expression.evaluate("torch.os.getcwd")
-    with pytest.raises(identify_expression.Refused, match=r"the module builtins"):  # torch imports builtins
+    with pytest.raises(identify_expression.Refused, match=r"the dotted name 'torch\.builtins\.getattr'"):
         identify_expression.evaluate("lambda x: torch.builtins.getattr(x, 'y')")  # refused before any call
-    with pytest.raises(identify_expression.Refused, match=r"the module torch\.utils"):
+    with pytest.raises(identify_expression.Refused, match=r"the dotted name 'torch\.utils\.checkpoint\.checkpoint'"):
         identify_expression.evaluate("torch.utils.checkpoint.checkpoint")
+    with pytest.raises(identify_expression.Refused, match=r"the dotted name 'torch\.nn\.Linear' \(not one of the "
+                                                          r"activation Module classes of torch\.nn\)"):
+        identify_expression.evaluate("torch.nn.Linear(2, 2)")  # torch.nn.Linear is in torch.nn.modules.linear
+
+
+@pytest.mark.parametrize("expression", ["lambda x: " + "-" * 3000 + "x", "1+" * 20000 + "1"], ids=["-x", "1+1"])
+def test_restricted_expression_too_long_is_one_line(expression):
+    with pytest.raises(ValueError, match=rf"has {len(expression)} characters; expected an identify expression of "
+                                         r"at most 1000$") as caught:
+        identify_expression.evaluate(expression)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
+
+
+def test_restricted_expression_too_deeply_nested_is_one_line():
+    expression = "lambda x: " + "-" * 989 + "x"  # 1000 characters, nested deeper than Python's recursion limit
+    assert len(expression) == 1000
+    with pytest.raises(ValueError, match=r"^'lambda x: -+'\.\.\.: expression too deeply nested$"):
+        identify_expression.evaluate(expression)
+    with pytest.raises(ValueError, match=r"expression too deeply nested$"):
+        identify_expression.evaluate_python("lambda x: " + "-" * 100000 + "x")
 
 
 def test_restricted_expression_accepts_names_calls_partial_and_lambda():
@@ -300,19 +342,28 @@ def test_a_refused_expression_imports_and_runs_nothing(tmp_path):
         from gelulab.experiments.identify import expression as ie
         out = {}
         for e in ("lambda x: torch.sigmoid(x) + os.getcwd()", "jax.nn.gelu(open('X', 'w'))",
-                  "__import__('os').system('touch X')"):
+                  "__import__('os').system('touch X')",
+                  "transformers.AutoConfig.from_pretrained('no_such_folder', trust_remote_code=True)",
+                  "keras.layers.Lambda.from_config({'function': 'x'}, safe_mode=False)",
+                  "tf.print('PWNED', output_stream='file://PWNED')", "tf.print('PWNED', output_stream='PWNED')",
+                  "lambda x: tf.io.write_file('PWNED', 'x')"):
             try:
                 ie.evaluate(e)
             except ie.Refused as r:
                 out[e] = str(r)
         ie.evaluate("numpy.tanh")
-        out["modules"] = [m for m in ("torch", "jax", "tensorflow", "scipy.special") if m in sys.modules]
+        out["modules"] = [m for m in ("torch", "jax", "tensorflow", "keras", "transformers", "scipy.special")
+                          if m in sys.modules]
         print(json.dumps(out))
     """
     out = _python(code, tmp_path)
     assert out["modules"] == []  # refused before any import; numpy.tanh imports numpy only
     assert "the name 'os'" in out["lambda x: torch.sigmoid(x) + os.getcwd()"]
     assert "the name 'open'" in out["jax.nn.gelu(open('X', 'w'))"]
+    assert "the dotted name 'transformers.AutoConfig.from_pretrained' (not an activation" in \
+        out["transformers.AutoConfig.from_pretrained('no_such_folder', trust_remote_code=True)"]
+    assert "the dotted name 'tensorflow.print'" in out["tf.print('PWNED', output_stream='PWNED')"]
+    assert len(out) == 9  # every expression refused
     assert list(tmp_path.iterdir()) == []
 
 
@@ -371,10 +422,10 @@ def test_command_line_callable_failures_are_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [("gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by "
                     "zero on a float32 numpy array of shape (2,)")]
-    assert cli.main(["identify", "lambda x: numpy.ones(2**50)"]) == 2  # 8 PiB: numpy raises MemoryError
+    assert cli.main(["identify", "lambda x: numpy.maximum(x, [0.0] * 2**50)"]) == 2  # an 8 PiB list: MemoryError
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "the callable raised MemoryError: Unable to allocate" in err[0]
-    assert cli.main(["identify", "lambda x: x.no_such_method()"]) == 2  # a TypeError of the probe, one line
+    assert len(err) == 1 and "the callable raised MemoryError on a float32 numpy array" in err[0]
+    assert cli.main(["identify", "lambda x: x(1)"]) == 2  # a TypeError of the probe, one line
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "could not be called on an array of any imported framework (numpy: AttributeError" \
+    assert len(err) == 1 and "could not be called on an array of any imported framework (numpy: TypeError" \
         in err[0]

@@ -501,5 +501,3 @@ def test_divergence_is_on_the_terminal_and_can_fail_the_command(tmp_path, monkey
     assert gelulab.main(argv) == code
     err = capsys.readouterr().err
     assert "gelulab moons: WARNING: 3 runs diverged or did not learn — torch/matched/float64/relu 3 runs" in err
-    assert gelulab.main(["moons", "--grid", "--fail-on-divergence", "--out", str(tmp_path / "g")]) == 2
-    assert "--fail-on-divergence" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -535,8 +536,10 @@ CONFIG_CASES = [
     ("hidden_size", 384.5, r"hidden_size=384\.5; expected an integer >= 1$"),
     ("num_attention_heads", True, r"num_attention_heads=True; expected an integer >= 1$"),
     ("num_attention_heads", 5, r"hidden_size=384 is not divisible by num_attention_heads=5; expected a multiple"),
-    ("layer_norm_eps", 0, r"layer_norm_eps=0; expected a finite number > 0$"),
-    ("layer_norm_eps", "1e-12", r"layer_norm_eps='1e-12'; expected a finite number > 0$"),
+    ("layer_norm_eps", 0, r"layer_norm_eps=0; expected a finite number with 0 < layer_norm_eps <= 0\.01$"),
+    ("layer_norm_eps", "1e-12", r"layer_norm_eps='1e-12'; expected a finite number with 0 < layer_norm_eps"),
+    ("layer_norm_eps", 1e300, r"layer_norm_eps=1e\+300; expected a finite number with 0 < layer_norm_eps <= 0\.01$"),
+    ("layer_norm_eps", float("inf"), r"layer_norm_eps=inf; expected a finite number with 0 < layer_norm_eps"),
     ("hidden_act", ["gelu"], r"hidden_act=\['gelu'\]; expected one of"),
 ]
 
@@ -640,3 +643,41 @@ def test_swap_model_link_out_prints_no_digest_of_the_file_outside(pretrained, tm
                                                         "leads to ")
     assert PINNED_SHA256 not in p.stdout + p.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("links", [{"loop_a": "loop_b", "loop_b": "loop_a"}, {"x": "x"}], ids=["loop", "self"])
+def test_a_loop_of_links_in_the_model_folder_is_refused_naming_the_link(pretrained, tmp_path, links):
+    folder = _folder_with(tmp_path, pretrained, links)
+    first = min(links)
+    with pytest.raises(ValueError, match=rf"^{folder / first}: a symbolic link that cannot be followed \(its links "
+                                         r"form a loop\)"):
+        bert.load_pretrained(folder)
+
+
+def test_identical_embeddings_are_a_failed_measurement():
+    rng = np.random.default_rng(0)
+    distinct = rng.standard_normal((4, 8)).astype(np.float32)
+    same = np.repeat(distinct[:1], 4, axis=0)  # every sentence mapped to one vector: cosine 1 for every pair
+    index = {f"s{i}": i for i in range(4)}
+    pairs = [("paraphrase", "s0", "s1"), ("same_topic", "s1", "s2"), ("unrelated", "s2", "s3")]
+    original = bert.Encoded(distinct, [])
+    with pytest.raises(ValueError, match=r"^all 4 sentence embeddings are identical \(cosine exactly 1 for every "
+                                         r"pair, zero spread\)"):
+        swap._measure(original, bert.Encoded(same, []), index, pairs)
+
+
+def test_duplicate_activations_are_refused():
+    with pytest.raises(ValueError, match=r"^--activations='relu,relu': relu appears twice"):
+        swap._keys("relu,relu", "--activations")
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, r"not a regular file"),  # /dev/null
+    (b"\xff\xfe label\tsentence_a\tsentence_b\n", r"not UTF-8 text \(invalid start byte at byte 0\)"),
+])
+def test_a_pairs_file_that_is_not_text_is_named(tmp_path, content, message):
+    path = "/dev/null" if content is None else tmp_path / "pairs.tsv"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"^--pairs {re.escape(str(path))}: {message}; expected a"):
+        swap.load_pairs(path)

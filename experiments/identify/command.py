@@ -1,20 +1,23 @@
 """`gelulab identify A [B]`: which GELU (or ReLU, SiLU) a callable computes, and whether two are the same.
 
-A and B are expressions that give a callable, in a restricted form of Python: dotted names of torch, jax,
-tensorflow, keras, flax, transformers, numpy, scipy, math, functools and gelulab (aliases tf, np, jnp, F), calls
-with literal arguments, functools.partial and lambda over them, e.g.
+A and B are expressions that give a callable, in a restricted form of Python that names activations only: the
+activation functions and classes of torch (torch.nn.functional, torch.nn's activation Modules, torch's and
+torch.special's elementwise functions), jax (jax.nn, jax.numpy's ufuncs, jax.scipy.special, jax.lax), tensorflow
+(tf.nn, tf.math), keras (keras.activations, keras.layers' activation layers), flax.linen, transformers.activations,
+numpy's ufuncs, scipy.special, math and gelulab (aliases tf, np, jnp, F); calls with literal keyword values,
+functools.partial and lambda over them, e.g.
 
     gelulab identify torch.nn.functional.gelu
     gelulab identify "torch.nn.GELU('tanh')" "functools.partial(jax.nn.gelu, approximate=True)"
     gelulab identify "lambda x: x * torch.sigmoid(1.702 * x)" "transformers.activations.QuickGELUActivation()"
     gelulab identify tf.nn.gelu keras.activations.gelu
 
-Only the modules an expression names are imported (torch first), with the submodules its dotted names spell
-(transformers.activations); it is evaluated without Python's builtins (abs, min, max, float, int, bool, round and
-pow only). Other names (os, open, __import__), attributes starting with "_", attributes of file, process or import
-access (load, save, system, ...) and other constructs are refused before anything is imported, and a module
-outside those reached through an attribute (torch.os, gelulab.cli) before anything is called; --allow-python
-evaluates A and B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not the same
+Only the namespaces an expression names are imported (torch first); it is evaluated without Python's builtins
+(abs, min, max, float, int, bool, round and pow only). Other names (os, open, __import__), other dotted names
+(numpy.load, transformers.AutoConfig.from_pretrained), attributes of anything else (x.sum, '...'.format) or after an
+activation (keras.layers.ReLU.from_config), strings over 32 characters or with { / \\ :, expressions over 1000
+characters and other constructs are refused in one line before anything is called; --allow-python evaluates A and
+B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not the same
 variant; 2 for an expression that is refused or does not give a callable, or a callable that fails on the probe
 (the line names its exception and the array it was given).
 """

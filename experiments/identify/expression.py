@@ -1,30 +1,32 @@
 """The expressions `gelulab identify` reads: a restricted form of Python, checked with `ast` before anything is
-imported or run.
+imported or run, that can only name elementwise activation functions and classes.
 
 Accepted:
 
-* dotted names of the allowed modules (ROOTS: torch, jax, tensorflow, keras, flax, transformers, numpy, scipy,
-  math, functools, gelulab) and their aliases (tf, np, jnp, F): `torch.nn.functional.gelu`, `jax.nn.gelu`,
-  `tf.nn.gelu`, `scipy.special.erf`, `gelulab.gelu`;
-* calls whose arguments are accepted expressions (literals: numbers, strings, True/False/None, tuples, lists and
-  dicts of them; names; calls; lambdas): `torch.nn.GELU(approximate='tanh')`,
+* a dotted name that is a member of one of the activation namespaces of NAMESPACES (with the aliases tf, np, jnp
+  and F): `torch.nn.functional.gelu`, `torch.nn.GELU`, `jax.nn.gelu`, `tf.nn.gelu`, `keras.activations.gelu`,
+  `keras.layers.Activation`, `transformers.activations.QuickGELUActivation`, `numpy.tanh` (numpy's ufuncs),
+  `scipy.special.erf`, `math.erf`, `functools.partial`, `gelulab.gelu`, `gelulab.layers.torch.GELU`; each
+  namespace takes either a fixed list of names or the members of one kind (a function, an activation class, a
+  numpy ufunc);
+* calls of accepted expressions whose positional arguments are accepted expressions and whose keyword values are
+  literals (numbers, True/False/None, strings): `torch.nn.GELU(approximate='tanh')`,
   `functools.partial(jax.nn.gelu, approximate=False)`, `transformers.activations.ClippedGELUActivation(-10, 10)`;
-* lambda over them, with arithmetic, comparisons, `and`/`or`/`not`, `a if c else b`, subscripts and the builtins
-  of SAFE_BUILTINS: `lambda x: x * torch.sigmoid(1.702 * x)`.
+* lambda over them, with arithmetic, comparisons, `and`/`or`/`not`, `a if c else b`, tuples, lists, subscripts
+  and the builtins of SAFE_BUILTINS: `lambda x: x * torch.sigmoid(1.702 * x)`.
 
-Refused before any import, in one line naming the construct: any other name (`os`, `open`, `__import__`, `eval`),
-an attribute starting with "_" (dunders, private members), an attribute whose name is one of file, process or
-import access (BLOCKED_WORDS: load, save, open, file, write, system, ...), and every other construct
-(comprehensions, f-strings, `:=`, `*args`, `**kwargs`, ...). When evaluated, an attribute that leads to a module
-outside the allowed ones (`torch.os`), to one of gelulab's modules other than its public ones (`gelulab.cli`), to a
-module of file, process or data access inside them (`torch.utils`, `tf.io`), or to a Python builtin outside
-SAFE_BUILTINS is refused the same way. Only the top-level modules the expression names are imported (torch first:
-importing TensorFlow before torch can break torch's import), plus the submodules its dotted names spell
-(`transformers.activations`, `scipy.special`); the expression is evaluated with `{'__builtins__': {}}` and those
-names only.
+String literals are at most 32 characters, without '{', '/', '\\' or ':' (no paths, URLs or format fields); an
+expression is at most 1000 characters. Refused in one line naming the construct: any other name (`os`, `open`,
+`__import__`), any other dotted name (`numpy.load`, `transformers.AutoConfig.from_pretrained`), an attribute of
+anything but such a dotted name (`x.sum`, `'...'.format`, `f(x).y`) or after an accepted member
+(`keras.layers.ReLU.from_config`), and every other construct (comprehensions, f-strings, dicts, `:=`, `*args`,
+`**kwargs`, ...). Names of a fixed list are refused before anything is imported; the members of a kind after
+their namespace's module is imported and before anything is called. Only the namespaces' modules the expression
+names are imported (torch first: importing TensorFlow before torch can break torch's import); every dotted name is
+resolved once, and the expression is evaluated with `{'__builtins__': {}}`, SAFE_BUILTINS and those values only.
 
 The restriction keeps a command line from running code it was not meant to (a script that passes someone else's
-text); the frameworks' own functions can still spend memory and time. `evaluate_python` (`--allow-python`) evaluates
+text); the activations themselves can still spend memory and time. `evaluate_python` (`--allow-python`) evaluates
 any Python expression, with every builtin and every module it names imported: it runs arbitrary code.
 """
 from __future__ import annotations
@@ -34,35 +36,118 @@ import builtins
 import importlib
 import importlib.util
 import types
+from dataclasses import dataclass
+from typing import Callable
 
-ROOTS = ("torch", "jax", "tensorflow", "keras", "flax", "transformers", "numpy", "scipy", "math", "functools",
-         "gelulab")
 ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy", "F": "torch.nn.functional"}
 _FIRST = ("torch",)  # imported before any other framework (importing TensorFlow first can break torch's import)
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in ("abs", "bool", "float", "int", "max", "min", "pow",
                                                              "round")}
-# words of file, process, import or network access: an attribute (or a module name part) containing one is refused
-BLOCKED_WORDS = ("load", "save", "open", "file", "write", "read", "dump", "pickle", "exec", "system", "popen",
-                 "spawn", "fork", "process", "shell", "environ", "import", "remove", "unlink", "rmtree", "mkdir",
-                 "rename", "chdir", "chmod", "symlink", "memmap", "download", "url", "socket", "export", "serial",
-                 "hub")
-# modules inside the allowed ones that read or write files, start processes or run other code
-BLOCKED_MODULE_PARTS = ("io", "gfile", "npyio", "utils", "data", "datasets", "distributed", "testing", "saved_model",
-                        "saving", "summary", "profiler", "debugging", "package", "callbacks", "onnx", "distutils",
-                        "f2py", "ctypeslib", "compat", "cli")
-GELULAB_MODULES = ("gelulab.api", "gelulab.layers")  # gelulab's public modules (with layers.*), beside gelulab
-_GUARD = "__gelulab_attribute__"  # the evaluator's attribute function (user names cannot start with "_")
+MAX_LENGTH = 1000  # characters of an expression
+MAX_STRING = 32  # characters of a string literal
+_STRING_BANNED = "{/\\:"  # format fields, paths and URLs
+FLAG = "--allow-python"
+
+# elementwise math, by namespace (names a framework lacks fail when evaluated, as AttributeError)
+_MATH = ("abs", "add", "clip", "cos", "cosh", "divide", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "log",
+         "log1p", "logaddexp", "maximum", "minimum", "multiply", "negative", "pow", "reciprocal", "relu", "rsqrt",
+         "sigmoid", "sign", "sin", "sinh", "softplus", "sqrt", "square", "subtract", "tanh", "where")
+_TORCH = (*_MATH, "clamp", "div", "mul", "neg", "sub", "gelu", "selu", "celu", "hardshrink", "logit")
+_TORCH_SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "expit", "exp2", "expm1", "log1p", "log_ndtr", "logit", "ndtr",
+                  "ndtri", "sinc", "softmax", "log_softmax", "xlogy")
+_TORCH_FUNCTIONAL = ("celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
+                     "leaky_relu", "log_softmax", "logsigmoid", "mish", "prelu", "relu", "relu6", "rrelu", "selu",
+                     "sigmoid", "silu", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh",
+                     "tanhshrink", "threshold")
+_JAX_LAX = ("abs", "add", "div", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "integer_pow", "log", "log1p",
+            "logistic", "max", "min", "mul", "neg", "pow", "rsqrt", "select", "sign", "sqrt", "square", "sub",
+            "tanh")
+_TF_NN = ("crelu", "elu", "gelu", "leaky_relu", "log_softmax", "relu", "relu6", "selu", "sigmoid", "silu",
+          "softmax", "softplus", "softsign", "swish", "tanh")
+_TF_MATH = (*_MATH, "erfcinv", "log_sigmoid", "ndtri", "softsign")
+_TF = ("abs", "add", "clip_by_value", "cos", "exp", "maximum", "minimum", "multiply", "negative", "pow", "sigmoid",
+       "sign", "sin", "sqrt", "square", "subtract", "tanh", "where")
+_KERAS_LAYERS = ("Activation", "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax")
+_FLAX_LINEN = ("celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "leaky_relu",
+               "log_sigmoid", "log_softmax", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax",
+               "softplus", "swish", "tanh")
+_NUMPY = ("where", "clip")
+_GELULAB = ("gelu", "relu", "silu", "apply", "activation")
+
+
+def _function(name: str, value) -> bool:
+    """A function (not a class, not a module)."""
+    return callable(value) and not isinstance(value, (type, types.ModuleType))
+
+
+def _defined_in(module: str) -> Callable[[str, object], bool]:
+    """A class defined in `module` (torch.nn's activation Modules, gelulab's layers)."""
+    return lambda name, value: isinstance(value, type) and value.__module__ == module
+
+
+def _numpy_ufunc(name: str, value) -> bool:
+    import numpy
+
+    return isinstance(getattr(numpy, name, None), numpy.ufunc) and callable(value)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """Where accepted dotted names live: `path.<member>` with member in `names` (checked before any import) or,
+    when `kind` is set, any public member for which `kind(member, value)` holds (checked once `module` is imported);
+    `path` below `module` is reached by attributes (scipy.stats.norm); `denied` names are never accepted."""
+    path: str
+    names: tuple[str, ...] = ()
+    kind: Callable[[str, object], bool] | None = None
+    described: str = ""
+    module: str = ""
+    denied: tuple[str, ...] = ()
+
+    def import_name(self) -> str:
+        return self.module or self.path
+
+
+NAMESPACES = (
+    Namespace("torch", _TORCH),
+    Namespace("torch.special", _TORCH_SPECIAL),
+    Namespace("torch.nn.functional", _TORCH_FUNCTIONAL),
+    Namespace("torch.nn", kind=_defined_in("torch.nn.modules.activation"), described="activation Module classes",
+              denied=("MultiheadAttention",)),
+    Namespace("jax.nn", kind=_function, described="functions"),
+    Namespace("jax.numpy", _NUMPY, kind=_numpy_ufunc, described="numpy's ufuncs"),
+    Namespace("jax.scipy.special", kind=_function, described="functions"),
+    Namespace("jax.lax", _JAX_LAX),
+    Namespace("flax.linen", _FLAX_LINEN),
+    Namespace("tensorflow.nn", _TF_NN),
+    Namespace("tensorflow.math", _TF_MATH),
+    Namespace("tensorflow", _TF),
+    Namespace("keras.activations", kind=_function, described="functions",
+              denied=("get", "serialize", "deserialize")),
+    Namespace("keras.layers", _KERAS_LAYERS),
+    Namespace("transformers.activations", kind=_defined_in("transformers.activations"), described="classes",
+              denied=("ClassInstantier",)),
+    Namespace("numpy", _NUMPY, kind=_numpy_ufunc, described="ufuncs"),
+    Namespace("scipy.special", kind=_function, described="functions"),
+    Namespace("scipy.stats.norm", ("cdf", "logcdf", "pdf", "sf"), module="scipy.stats"),
+    Namespace("math", kind=_function, described="functions"),
+    Namespace("functools", ("partial",)),
+    Namespace("gelulab", _GELULAB),
+    *(Namespace(f"gelulab.layers.{fw}", kind=_defined_in(f"gelulab.layers.{fw}"), described="classes")
+      for fw in ("torch", "keras", "flax")),
+)
+_BY_PATH = {ns.path: ns for ns in NAMESPACES}
+_ROOTS = {ns.path.split(".")[0] for ns in NAMESPACES} | set(ALIASES)
+_MEMBER = "__gelulab_member_{}__"  # the names the resolved dotted names get (user names cannot start with "_")
 _CONSTRUCTS = {
     ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension", ast.DictComp: "a dict comprehension",
     ast.GeneratorExp: "a generator expression", ast.NamedExpr: "an assignment expression (:=)",
     ast.JoinedStr: "an f-string", ast.FormattedValue: "an f-string", ast.Starred: "a starred argument (*)",
-    ast.Set: "a set display", ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield from",
+    ast.Set: "a set display", ast.Dict: "a dict display", ast.Await: "await", ast.Yield: "yield",
+    ast.YieldFrom: "yield from",
 }
 _ALLOWED_NODES = (ast.Expression, ast.Name, ast.Attribute, ast.Call, ast.keyword, ast.Constant, ast.Lambda,
                   ast.arguments, ast.arg, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp, ast.Tuple,
-                  ast.List, ast.Dict, ast.Subscript, ast.Slice, ast.Load, ast.operator, ast.unaryop, ast.cmpop,
-                  ast.boolop)
-FLAG = "--allow-python"
+                  ast.List, ast.Subscript, ast.Slice, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
 class Refused(ValueError):
@@ -71,37 +156,37 @@ class Refused(ValueError):
 
 
 def evaluate(expression: str):
-    """The value of a restricted expression (see the module docstring), with the modules it names imported.
+    """The value of a restricted expression (see the module docstring), with the namespaces it names imported.
 
-    Raises Refused naming the first construct outside the restricted form (nothing is imported or run then),
-    ValueError naming the expression when it does not parse, when evaluating it fails (the exception's type and
-    message), or when its value is not callable."""
-    tree = _parse(expression)
-    roots, chains = _check(tree, expression)
+    Raises Refused naming the first construct outside the restricted form (nothing is imported or run then; a
+    member of a kind is refused after its module is imported and before anything is called), ValueError naming the
+    expression when it is longer than MAX_LENGTH, too deeply nested or does not parse, when evaluating it fails
+    (the exception's type and message), or when its value is not callable."""
+    if len(expression) > MAX_LENGTH:
+        raise ValueError(f"{expression[:40]!r}... has {len(expression)} characters; expected an identify "
+                         f"expression of at most {MAX_LENGTH}")
+    try:
+        tree = _parse(expression)
+        chains = _check(tree, expression)
+        tree = _Resolved(chains).visit(tree)
+        code = compile(ast.fix_missing_locations(tree), "<identify>", "eval")
+    except (RecursionError, MemoryError) as e:
+        raise ValueError(f"{_short(expression)}: expression too deeply nested") from e
     namespace = {"__builtins__": {}, **SAFE_BUILTINS}
-    for name in sorted(roots, key=lambda n: (ALIASES.get(n, n).split(".")[0] not in _FIRST, n)):
-        namespace[name] = importlib.import_module(ALIASES.get(name, name))
-    for chain in sorted(chains):
-        _import_submodules(chain)
-    namespace[_GUARD] = lambda obj, name: _attribute(obj, name, expression)
-    code = compile(ast.fix_missing_locations(_Guarded().visit(tree)), "<identify>", "eval")
-
-    def run():
-        for chain in sorted(chains):  # every dotted name, lambda bodies included, is checked before any call
-            root, *rest = chain.split(".")
-            value = namespace[root]
-            for part in rest:
-                value = _attribute(value, part, expression)
-        return eval(code, namespace)  # checked against the allow-list, no builtins
-
-    return _callable(expression, run)
+    for (ns, member), index in sorted(chains.items(), key=lambda c: (c[0][0].path.split(".")[0] not in _FIRST,
+                                                                     c[1])):
+        namespace[_MEMBER.format(index)] = _member(ns, member, expression)  # every member before any call
+    return _callable(expression, lambda: eval(code, namespace))  # only the resolved members, no builtins
 
 
 def evaluate_python(expression: str):
     """The value of any Python expression, evaluated with every builtin, after importing each importable module
     that a name in it spells (dotted names import their submodules; torch first). Runs arbitrary code: for
     `--allow-python` only. Raises ValueError as `evaluate` does (without the restriction)."""
-    tree = _parse(expression)
+    try:
+        tree = _parse(expression)
+    except (RecursionError, MemoryError) as e:
+        raise ValueError(f"{_short(expression)}: expression too deeply nested") from e
     namespace = {"__builtins__": builtins}
     names = set()
     for node in ast.walk(tree):
@@ -126,11 +211,15 @@ def evaluate_python(expression: str):
     return _callable(expression, lambda: eval(code, namespace))  # the user asked for Python
 
 
+def _short(expression: str) -> str:
+    return repr(expression) if len(expression) <= 60 else repr(expression[:40]) + "..."
+
+
 def _parse(expression: str) -> ast.Expression:
     try:
         return ast.parse(expression, mode="eval")
     except SyntaxError as e:
-        raise ValueError(f"{expression!r} is not a Python expression ({e.msg}); expected e.g. "
+        raise ValueError(f"{_short(expression)} is not a Python expression ({e.msg}); expected e.g. "
                          "torch.nn.functional.gelu or \"torch.nn.GELU('tanh')\"") from e
 
 
@@ -152,43 +241,104 @@ def _public_name(cls: type) -> str:
 
 
 def _refuse(expression: str, what: str) -> Refused:
-    names = ", ".join(ROOTS) + " and the aliases " + ", ".join(ALIASES)
-    return Refused(f"{expression!r}: {what} is not accepted in an identify expression (dotted names of {names}, "
-                   f"calls with literal arguments, functools.partial, lambda over them); {FLAG} evaluates it as "
-                   "Python, which runs arbitrary code")
+    return Refused(f"{expression!r}: {what} is not accepted in an identify expression (the activation functions "
+                   "and classes of torch, jax, tensorflow, keras, flax, transformers, numpy, scipy, math and "
+                   "gelulab, aliases tf, np, jnp, F; calls with literal keyword values; functools.partial; lambda "
+                   f"over them); {FLAG} evaluates it as Python, which runs arbitrary code")
 
 
-def _check(tree: ast.Expression, expression: str) -> tuple[set[str], set[str]]:
-    """Walk the tree against the allow-list. Returns (the names of modules and aliases read, the dotted names
-    rooted at them, e.g. "scipy.special.erf"). Raises Refused naming the first construct outside it."""
-    roots: set[str] = set()
-    chains: set[str] = set()
+def _namespace_of(chain: str) -> tuple[Namespace, str] | None:
+    """(the namespace, the member) of a dotted name (aliases expanded) that names one member of a namespace."""
+    path, _, member = chain.rpartition(".")
+    ns = _BY_PATH.get(path)
+    return (ns, member) if ns is not None and not member.startswith("_") else None
+
+
+def _dotted(node: ast.Attribute) -> tuple[list[str], ast.expr]:
+    """(["a", "b", "c"], the innermost node) for an attribute chain a.b.c on a name; the innermost node is what
+    the chain's first attribute is read from (a Name, a Call, a Constant, ...)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return list(reversed(parts)), node
+
+
+def _describe(node: ast.expr, bound: frozenset) -> str:
+    if isinstance(node, ast.Name):
+        return f"the parameter {node.id!r}" if node.id in bound else f"the name {node.id!r}"
+    if isinstance(node, ast.Constant):
+        return f"a {type(node.value).__name__} literal"
+    if isinstance(node, ast.Call):
+        return "a call's result"
+    return f"a {type(node).__name__} expression"
+
+
+def _literal(node: ast.expr) -> bool:
+    """A number, True/False/None or a string (a signed number too)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+        return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool)
+    return isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (int, float, str)))
+
+
+def _check(tree: ast.Expression, expression: str) -> dict[tuple[Namespace, str], int]:
+    """Walk the tree against the allow-list. Returns {(namespace, member): index} for the dotted names it reads,
+    and records each dotted name's (namespace, member) on its node (`_gelulab_member`). Raises Refused naming the
+    first construct outside it."""
+    chains: dict[tuple[Namespace, str], int] = {}
 
     def visit(node, bound: frozenset):
         if not isinstance(node, _ALLOWED_NODES):
             raise _refuse(expression, _CONSTRUCTS.get(type(node), f"a {type(node).__name__} expression"))
         if isinstance(node, ast.Name):
-            if node.id in bound:
+            if node.id in bound or node.id in SAFE_BUILTINS:
                 return
-            if node.id.startswith("_"):
-                raise _refuse(expression, f"the name {node.id!r}")
-            if node.id in ROOTS or node.id in ALIASES:
-                roots.add(node.id)
-            elif node.id not in SAFE_BUILTINS:
-                raise _refuse(expression, f"the name {node.id!r}")
+            if node.id in _ROOTS:
+                raise _refuse(expression, f"the module name {node.id!r} alone (expected an activation in it, e.g. "
+                                          "torch.nn.functional.gelu)")
+            raise _refuse(expression, f"the name {node.id!r}")
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if isinstance(value, str) and (len(value) > MAX_STRING or any(c in value for c in _STRING_BANNED)):
+                raise _refuse(expression, f"the string {value[:MAX_STRING]!r}{'...' if len(value) > MAX_STRING else ''} "
+                                          f"(strings have at most {MAX_STRING} characters, none of "
+                                          f"{' '.join(_STRING_BANNED)})")
+            if not (value is None or value is ... or isinstance(value, (bool, int, float, complex, str))):
+                raise _refuse(expression, f"a {type(value).__name__} literal")
             return
         if isinstance(node, ast.Attribute):
-            visit(node.value, bound)  # the innermost construct is named first: __import__ in __import__('os').system
-            if node.attr.startswith("_"):
-                raise _refuse(expression, f"the attribute {node.attr!r}")
-            if _blocked(node.attr):
-                raise _refuse(expression, f"the attribute {node.attr!r} (file, process or import access)")
-            chain = _dotted(node)
-            if chain is not None and chain.split(".")[0] not in bound:
-                chains.add(chain)
+            parts, inner = _dotted(node)
+            if not isinstance(inner, ast.Name) or inner.id in bound or inner.id not in _ROOTS:
+                visit(inner, bound)  # the innermost construct is named first: __import__ in __import__('os').x
+                raise _refuse(expression, f"the attribute {parts[0]!r} of {_describe(inner, bound)} (attributes "
+                                          "only in the dotted names of the activation namespaces)")
+            for part in parts:
+                if part.startswith("_"):
+                    raise _refuse(expression, f"the attribute {part!r}")
+            root = ALIASES.get(inner.id, inner.id)
+            chain = ".".join([root, *parts])
+            found = _namespace_of(chain)
+            if found is None or found[1] in found[0].denied or (found[1] not in found[0].names
+                                                                 and found[0].kind is None):
+                for depth in range(len(parts) - 1, 0, -1):  # after an activation of a fixed list
+                    prefix = _namespace_of(".".join([root, *parts[:depth]]))
+                    if prefix is not None and prefix[1] in prefix[0].names:
+                        raise _refuse(expression, f"the attribute {parts[depth]!r} of {prefix[0].path}."
+                                                  f"{prefix[1]} (nothing may follow an activation)")
+                raise _refuse(expression, f"the dotted name {chain!r} (not an activation of an allowed namespace)")
+            node._gelulab_member = found
+            chains.setdefault(found, len(chains))
             return
-        if isinstance(node, ast.keyword) and node.arg is None:
-            raise _refuse(expression, "a ** argument")
+        if isinstance(node, ast.keyword):
+            if node.arg is None:
+                raise _refuse(expression, "a ** argument")
+            visit(node.value, bound)
+            if not _literal(node.value):
+                raise _refuse(expression, f"the value of the keyword argument {node.arg!r} (keyword values are "
+                                          "literals: numbers, True, False, None, strings)")
+            return
         if isinstance(node, ast.Lambda):
             params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
                       *(a for a in (node.args.vararg, node.args.kwarg) if a is not None)]
@@ -197,77 +347,47 @@ def _check(tree: ast.Expression, expression: str) -> tuple[set[str], set[str]]:
                     raise _refuse(expression, f"the parameter name {p.arg!r}")
             for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
                 visit(default, bound)
+                if not _literal(default):
+                    raise _refuse(expression, "a default value that is not a literal")
             visit(node.body, bound | {p.arg for p in params})
             return
         for child in ast.iter_child_nodes(node):
             visit(child, bound)
 
     visit(tree, frozenset())
-    return roots, chains
+    return chains
 
 
-def _dotted(node: ast.Attribute) -> str | None:
-    """"a.b.c" for an attribute chain on a name, else None (an attribute of a call's result)."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+class _Resolved(ast.NodeTransformer):
+    """Every accepted dotted name becomes the name its resolved value gets in the evaluation namespace."""
 
-
-def _blocked(name: str) -> bool:
-    low = name.lower()
-    return any(word in low for word in BLOCKED_WORDS)
-
-
-def _module_allowed(name: str) -> bool:
-    """Whether a module reached by an attribute may be used: inside ROOTS (or jax's jaxlib, Keras's tf_keras), no
-    part of its name in BLOCKED_MODULE_PARTS or containing a BLOCKED_WORDS word, and for gelulab one of
-    GELULAB_MODULES."""
-    parts = name.split(".")
-    if parts[0] not in (*ROOTS, "jaxlib", "tf_keras"):
-        return False
-    if parts[0] == "gelulab" and name != "gelulab" and not any(name == m or name.startswith(m + ".") for m in GELULAB_MODULES):
-        return False
-    return not any(p.lstrip("_") in BLOCKED_MODULE_PARTS or _blocked(p) for p in parts[1:])
-
-
-_UNSAFE_BUILTINS = {id(v) for k, v in vars(builtins).items() if k not in SAFE_BUILTINS and callable(v)}
-
-
-def _attribute(obj, name: str, expression: str):
-    """getattr(obj, name), refused (Refused) for a module outside the allowed ones or a Python builtin outside
-    SAFE_BUILTINS; every attribute of an identify expression is read through this."""
-    if name.startswith("_") or _blocked(name):  # checked when parsed; again for the record
-        raise _refuse(expression, f"the attribute {name!r}")
-    value = getattr(obj, name)
-    if isinstance(value, types.ModuleType) and not _module_allowed(value.__name__):
-        raise _refuse(expression, f"the module {value.__name__} (the attribute {name!r})")
-    if id(value) in _UNSAFE_BUILTINS:
-        raise _refuse(expression, f"the attribute {name!r}, Python's builtin {getattr(value, '__name__', name)!r}")
-    return value
-
-
-class _Guarded(ast.NodeTransformer):
-    """Every `a.b` becomes `__gelulab_attribute__(a, "b")` (see _attribute)."""
+    def __init__(self, chains: dict):
+        self.chains = chains
 
     def visit_Attribute(self, node: ast.Attribute):
-        value = self.visit(node.value)
-        return ast.copy_location(ast.Call(ast.Name(_GUARD, ast.Load()), [value, ast.Constant(node.attr)], []),
-                                 node)
+        found = getattr(node, "_gelulab_member", None)
+        if found is None:  # cannot happen after _check: every attribute is an accepted dotted name
+            raise AssertionError("an attribute outside a checked dotted name")
+        return ast.copy_location(ast.Name(_MEMBER.format(self.chains[found]), ast.Load()), node)
 
 
-def _import_submodules(chain: str) -> None:
-    """Import the submodules a dotted name of the allowed modules spells (scipy.special for scipy.special.erf),
-    leaving out any that _module_allowed refuses (they are refused when reached)."""
-    root, *rest = chain.split(".")
-    target = ALIASES.get(root, root)
-    for depth in range(1, len(rest)):
-        sub = ".".join([target, *rest[:depth]])
-        if not _module_allowed(sub):
-            return
-        if _importable(sub):
-            importlib.import_module(sub)
+def _member(ns: Namespace, member: str, expression: str):
+    """The value of ns.path.member, after importing ns's module (torch first, see evaluate). Raises Refused for a
+    member outside ns's kind, ValueError when the module is missing or lacks the member."""
+    name = f"{ns.path}.{member}"
+    try:
+        value = importlib.import_module(ns.import_name())
+        for part in ns.path.split(".")[len(ns.import_name().split(".")):]:
+            value = getattr(value, part)
+        value = getattr(value, member)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{expression!r} failed: {_public_name(type(e))}: {' '.join(str(e).split())}") from e
+    if member in ns.names:
+        return value
+    if ns.kind is None or isinstance(value, types.ModuleType) or not ns.kind(member, value):
+        raise _refuse(expression, f"the dotted name {name!r} (not one of the {ns.described} of {ns.path}"
+                                  f"{' or ' + ', '.join(ns.names) if ns.names else ''})")
+    return value
 
 
 def _importable(name: str) -> bool:

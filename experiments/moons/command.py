@@ -3,21 +3,18 @@ study grid (experiments/moons/grid_cli.py): options, the configuration they give
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gelulab.backends import selected_backends
 from gelulab.core.lock import hold
 from gelulab.core.output import Interrupted, check_writable
+from gelulab.experiments.moons import study  # called through the module, so a test can replace its functions
 from gelulab.experiments.moons.config import ARMS, REGIMES, TRAIN_DTYPES, MoonsConfig, check_seed_count
 from gelulab.experiments.moons.datasets import DATASETS
 from gelulab.experiments.moons.report import divergence_warning, markdown
-from gelulab.experiments.moons.study import (
-    DEFAULT_OUT,
-    check_backends,
-    run_study,
-    stored_summary,
-    write_report,
-)
+
+JOBS_PER_CPU = 4  # the most worker processes per CPU core --jobs may ask for (as GELULAB_THREADS)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -36,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from gelulab.experiments.moons import grid_cli
 
     d = MoonsConfig()
-    parser.add_argument("--out", default=None, help=f"results folder (default {DEFAULT_OUT}, with --grid "
+    parser.add_argument("--out", default=None, help=f"results folder (default {study.DEFAULT_OUT}, with --grid "
                         f"{grid_cli.DEFAULT_OUT}); rerunning with the same folder resumes")
     parser.add_argument("--backends", type=_str_list, default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else all installed)")
@@ -66,12 +63,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eps", type=float, default=d.eps, help="Adam epsilon of the matched regime")
     parser.add_argument("--jobs", type=int, default=None,
                         help="worker processes (or Ray CPUs), one backend each (default: CPU cores, at most one per "
-                             "backend); with --grid one cell each (default: CPU cores)")
+                             f"backend); with --grid one cell each (default: CPU cores); at most {JOBS_PER_CPU} x "
+                             "the CPU count unless --address names a Ray cluster")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--fail-on-divergence", action="store_true",
-                        help="exit 1 (after writing the report) when a run diverged or did not learn; without it "
-                             "the warning is printed and the exit code is 0")
+                        help="exit 1 (after writing the report) when a run diverged or did not learn (with --grid: "
+                             "a run of any cell); without it the warning is printed and the exit code is 0")
     grid_cli.add_arguments(parser)
+
+
+def check_jobs(jobs, address=None) -> None:
+    """Raise ValueError naming --jobs when it asks for more than JOBS_PER_CPU x os.cpu_count() workers on this
+    machine (a Ray cluster at `address` brings its own CPUs and is not bounded here)."""
+    limit = JOBS_PER_CPU * (os.cpu_count() or 1)
+    if jobs is not None and address is None and isinstance(jobs, int) and jobs > limit:
+        raise ValueError(f"--jobs {jobs}: expected at most {limit} ({JOBS_PER_CPU} per CPU core, "
+                         f"{os.cpu_count() or 1} cores here)")
 
 
 def config_from_args(args) -> MoonsConfig:
@@ -98,13 +105,12 @@ def run(args) -> int:
     (experiments/moons/grid_cli.py)."""
     from gelulab.experiments.moons import grid_cli
 
+    check_jobs(args.jobs, args.address)
     if grid_cli.wants_grid(args):
-        if args.fail_on_divergence:
-            raise ValueError("--fail-on-divergence: checks the runs of one study; not used with --grid")
         return grid_cli.run(args, add_arguments)
-    out = DEFAULT_OUT if args.out is None else args.out
+    out = study.DEFAULT_OUT if args.out is None else args.out
     cfg = config_from_args(args)
-    names, _ = check_backends(selected_backends() if args.backends is None else args.backends)
+    names, _ = study.check_backends(selected_backends() if args.backends is None else args.backends)
     if not names:
         print("gelulab moons: no backend with autodiff selected (numpy is skipped); nothing to train",
               file=sys.stderr)
@@ -112,12 +118,12 @@ def run(args) -> int:
     check_writable(out)
     with hold(out):
         try:
-            results = run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress,
+            results = study.run_study(cfg, out, names, jobs=args.jobs, progress=not args.no_progress,
                                 executor=args.executor, address=args.address)
         except KeyboardInterrupt:
-            raise Interrupted(f"interrupted; {stored_summary(cfg, out, names)}; run the same command again to "
+            raise Interrupted(f"interrupted; {study.stored_summary(cfg, out, names)}; run the same command again to "
                               "resume") from None
-        paths = write_report(results, out)
+        paths = study.write_report(results, out)
         print(markdown(results, sections=("timing", "summary")))
         print("\n".join(f"wrote {p}" for p in paths.values()))
         warning = divergence_warning(results["divergence"])

@@ -35,6 +35,7 @@ from gelulab.experiments.moons.datasets import DATASETS
 ARMS = tuple(ACTIVATIONS)  # every catalogue entry
 REGIMES = ("matched", "native")
 N_FEATURES = 2  # make_moons draws points in the plane
+MAX_LR = 10.0  # the largest Adam learning rate accepted (the article's is 1e-3)
 
 # Fields that change a single run's numbers; a results folder's runs must agree on all of them (see run_key).
 # seeds, arms, regimes and dtypes only say WHICH runs exist, so a study can be extended with more of them.
@@ -122,8 +123,7 @@ class MoonsConfig:
         if not self.seeds:
             raise ValueError("seeds=(): expected at least one seed")
         check_memory(self)
-        if not _is_real(self.lr) or not self.lr > 0 or not math.isfinite(self.lr):
-            raise ValueError(f"lr={self.lr!r}: expected a finite number > 0")
+        check_lr("lr", self.lr)
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
             if not _is_real(v) or not 0 <= v < 1:
@@ -191,6 +191,21 @@ class MoonsConfig:
         if unknown:
             raise ValueError(f"unknown MoonsConfig fields {unknown}; expected some of {sorted(names)}")
         return cls(**d)
+
+
+def lr_problem(v) -> str | None:
+    """What is wrong with v as an Adam learning rate ("expected ..."), or None when v is a finite number with
+    0 < v <= MAX_LR (larger steps only diverge on these data sets)."""
+    if not _is_real(v) or not math.isfinite(v) or not 0 < v <= MAX_LR:
+        return f"expected a finite number with 0 < lr <= {MAX_LR:g}"
+    return None
+
+
+def check_lr(name: str, v) -> None:
+    """Raise ValueError naming `name` (a field or an option) unless v is an accepted learning rate (lr_problem)."""
+    problem = lr_problem(v)
+    if problem:
+        raise ValueError(f"{name}={v!r}: {problem}")
 
 
 def _is_real(v) -> bool:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import tomllib
 
-from gelulab.experiments.moons.config import MoonsConfig, check_depth, check_seed_count
+from gelulab.experiments.moons.config import MoonsConfig, check_depth, check_seed_count, lr_problem
 
 AXES = ("depth", "width", "lr", "batch_size", "epochs", "dataset", "noise", "dtype")
 AXIS_LABELS = {"depth": "hidden layers", "width": "width", "lr": "learning rate", "batch_size": "batch size",
@@ -222,12 +222,15 @@ def _n_seeds(base: dict) -> int:
 
 def _check_axis_value(axis: str, index: int, v) -> None:
     """Raise ValueError naming `[axes] axis[index]` when v is not of the axis's type (integers >= 1 for the
-    sizes, numbers for lr and noise, names for dataset and dtype); ranges and names are MoonsConfig's to check."""
+    sizes, numbers for lr and noise, names for dataset and dtype; lr also in MoonsConfig's range); the other ranges
+    and names are MoonsConfig's to check."""
     where = f"[axes] {axis}[{index}] = {_shown(v)}"
     if axis in _INT_AXES and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
         raise ValueError(f"{where}: expected an integer >= 1")
     if axis in _FLOAT_AXES and (not isinstance(v, (int, float)) or isinstance(v, bool)):
         raise ValueError(f"{where}: expected a number")
+    if axis == "lr" and lr_problem(v):
+        raise ValueError(f"{where}: {lr_problem(v)}")
     if axis in _STR_AXES and not isinstance(v, str):
         raise ValueError(f"{where}: expected a name (a string)")
 
@@ -271,13 +274,16 @@ def parse_grid(text: str, source: str = "built-in default") -> GridSpec:
 
 
 def load_grid(path=None) -> GridSpec:
-    """The grid of a TOML file, or the built-in DEFAULT_GRID when path is None. Raises ValueError for a missing
-    or unreadable file or a bad grid (naming the key)."""
+    """The grid of a TOML file, or the built-in DEFAULT_GRID when path is None. Raises ValueError naming the file
+    for a missing or unreadable file, one that is not UTF-8 text, or a bad grid (naming the key)."""
     if path is None:
         return parse_grid(DEFAULT_GRID)
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"grid file {p}: not UTF-8 text ({e.reason} at byte {e.start}); expected a TOML file "
+                         "(see --print-grid)") from None
     except OSError as e:
         raise ValueError(f"grid file {p}: cannot read it ({e.strerror or e})") from e
     return parse_grid(text, str(p))

@@ -63,12 +63,14 @@ def _check_no_study_options(args, add_study_arguments) -> None:
 
 
 def run(args, add_study_arguments) -> int:
-    """`gelulab moons --grid [FILE]` / `--print-grid`. Returns the exit code (0; 130 when interrupted, the
-    finished cells kept). Raises ValueError (exit 2) for a bad grid file or option, before any training."""
+    """`gelulab moons --grid [FILE]` / `--print-grid`. Returns the exit code (0; 1 when a run diverged or did not
+    learn and --fail-on-divergence was given, after the report is written; the warning is on stderr either way;
+    130 when interrupted, the finished cells kept). Raises ValueError (exit 2) for a bad grid file or option,
+    before any training."""
     from gelulab.core.lock import hold
     from gelulab.core.output import check_writable
     from gelulab.experiments.moons.grid import DEFAULT_GRID, load_grid
-    from gelulab.experiments.moons.grid_report import markdown
+    from gelulab.experiments.moons.grid_report import grid_divergence_warning, markdown
     from gelulab.experiments.moons.grid_study import run_grid, write_grid_report
 
     if args.print_grid:
@@ -88,4 +90,7 @@ def run(args, add_study_arguments) -> int:
         paths = write_grid_report(results, out)
     print(markdown(results, sections=("conclusions", "significant", "timing")))
     print("\n".join(f"wrote {p}" for p in paths.values()))
-    return 0
+    warning = grid_divergence_warning(results["analysis"]["divergence"])
+    if warning:
+        print(f"gelulab moons --grid: {warning}", file=sys.stderr)
+    return 1 if warning and getattr(args, "fail_on_divergence", False) else 0

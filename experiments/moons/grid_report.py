@@ -1,7 +1,7 @@
 """The moons grid's analysis and Markdown report, from the run records alone (backend-free).
 
 analyse_grid(spec, cells, runs, backends) -> {comparisons, heatmaps, main_effects, significant, most_different,
-agreement, conclusions}
+agreement, divergence, conclusions}
 
 comparisons   per cell x backend x regime x GELU form, for test accuracy and test loss: the paired difference
               GELU form - ReLU over the cell's seeds (core.stats.paired: mean, 95 % CI — Student t below
@@ -21,6 +21,9 @@ main_effects  per varied axis and value: the same seed-by-seed average over ever
               row says what the axis value does on average over the rest of the grid (BH within the table).
 significant   the comparisons with a significant difference, one row per cell x regime x form x metric with the
               backends that found it.
+divergence    every run that diverged or did not learn, as the single study finds them (experiments/moons/report.py
+              `divergence`), each with its cell id; grid_divergence_warning says it in one line, first among the
+              conclusions.
 most_different  the cells whose exact-GELU - ReLU test loss differs most surely (smallest adjusted p, then the
               largest standardised mean difference), for the loss-curve panels.
 """
@@ -35,6 +38,7 @@ from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
 from gelulab.core.report import fmt, markdown_table
 from gelulab.experiments.moons.grid import AXIS_LABELS
+from gelulab.experiments.moons.report import divergence
 
 METRICS = (("test_acc", "test accuracy", True), ("test_loss", "test loss", False))
 MAX_FACETS = 16
@@ -375,6 +379,27 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
     return out
 
 
+def grid_divergence(cells, runs_by_cell) -> list[dict]:
+    """The runs of every cell that diverged or did not learn (report.divergence with the cell's config), each
+    {cell, backend, regime, dtype, arm, seed, reasons, kinds}, in cell order."""
+    return [{"cell": c.id, **d} for c in cells for d in divergence(c.config, runs_by_cell.get(c.id, []))]
+
+
+def grid_divergence_warning(diverged) -> str | None:
+    """The grid's divergence warning in one plain line (no Markdown): how many runs in how many cells diverged
+    or did not learn, the first cells by name with their count and reasons; None when none did."""
+    if not diverged:
+        return None
+    per = {}
+    for d in diverged:
+        per.setdefault(d["cell"], []).append(d)
+    parts = "; ".join(f"{cid} {len(ds)} runs ({', '.join(sorted({k for d in ds for k in d['kinds']}))})"
+                      for cid, ds in list(per.items())[:4])
+    return (f"WARNING: {len(diverged)} runs in {len(per)} of the grid's cells diverged or did not learn — {parts}"
+            f"{'; ...' if len(per) > 4 else ''}. Their statistics use only finite values; lower lr or check the "
+            "setup.")
+
+
 def analyse_grid(spec, cells, runs_by_cell, backends) -> dict:
     """The grid's statistics from its run records (see the module docstring)."""
     regimes = list(dict.fromkeys(r for c in cells for r in c.config.regimes))
@@ -385,12 +410,15 @@ def analyse_grid(spec, cells, runs_by_cell, backends) -> dict:
     comps = comparison_rows(cells, values, backends, regimes, arms)
     sig = significant_rows(comps, spec.varied)
     agree = agreement(comps)
+    diverged = grid_divergence(cells, runs_by_cell)
+    warning = grid_divergence_warning(diverged)
     return {
         "arms": arms, "regimes": regimes, "comparisons": comps, "significant": sig, "agreement": agree,
         "heatmaps": heatmap_figures(spec, cells, values, comps, backends, regimes, arms),
         "main_effects": main_effect_rows(spec, cells, values, backends, regimes, arms),
         "most_different": most_different(comps, arms),
-        "conclusions": conclusions(spec, comps, sig, agree, backends, arms),
+        "divergence": diverged,
+        "conclusions": ([warning] if warning else []) + conclusions(spec, comps, sig, agree, backends, arms),
     }
 
 
@@ -443,6 +471,12 @@ def _main_effects_md(rows, arm) -> str:
     return markdown_table(head, body)
 
 
+def _divergence_md(rows) -> str:
+    head = ["cell", "backend", "regime", "arm", "seed", "why"]
+    return markdown_table(head, [[r["cell"], r["backend"], r["regime"], _label(r["arm"]), r["seed"],
+                                  "; ".join(r["reasons"])] for r in rows])
+
+
 def _setup_md(results) -> str:
     spec, an = results["spec"], results["analysis"]
     cells = results["cells"]
@@ -492,7 +526,7 @@ def _heatmaps_md(results) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("setup", "conclusions", "significant", "heatmaps", "main_effects", "curves", "timing", "environment")
+SECTIONS = ("setup", "conclusions", "divergence", "significant", "heatmaps", "main_effects", "curves", "timing", "environment")
 
 
 def markdown(results: dict, sections=SECTIONS) -> str:
@@ -506,6 +540,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
         "setup": ("Setup", lambda: _setup_md(results)),
         "conclusions": ("Where GELU helps, hurts or does not matter on this grid",
                         lambda: "\n".join(f"- {c}" for c in an["conclusions"]) + "\n"),
+        "divergence": ("Runs that diverged or did not learn", lambda: _divergence_md(an.get("divergence", []))),
         "significant": ("Cells with a significant difference (BH-adjusted over all cells and backends)",
                         lambda: _significant_md(an["significant"], spec_varied, an["comparisons"])),
         "heatmaps": ("Heatmaps of the paired difference", lambda: _heatmaps_md(results)),
@@ -530,6 +565,8 @@ def markdown(results: dict, sections=SECTIONS) -> str:
     out = ["# gelulab moons grid: where does GELU differ from ReLU?\n"]
     for name in sections:
         if name == "main_effects" and (not first or not spec_varied):
+            continue
+        if name == "divergence" and not an.get("divergence"):
             continue
         title, render = parts[name]
         out.append(f"## {title}\n\n{render()}")

@@ -173,7 +173,9 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
             "spec": spec.to_dict(), "source": spec.source,
             "cells": [{"id": c.id, "coords": c.coords, "config": c.config.to_dict()} for c in cells],
             "backends": names, "skipped": skipped, "environment": environment(()),
-            "runs": runs, "executor": executor, "jobs": jobs or os.cpu_count(), "address": address,
+            "runs": runs, "executor": executor, "address": address,  # jobs: the workers used (local: <= tasks)
+            "jobs": (min(jobs or os.cpu_count() or 1, max(len(tasks), 1)) if executor == "local"
+                     else jobs or os.cpu_count()),
             "wall_s": wall, "trained_cells": len(tasks), "resumed_cells": len(cells) - len(tasks), "hosts": hosts,
             "train_cpu_s": _train_cpu(runs), "load_average": [load0, _load_average()],
         }

@@ -36,11 +36,12 @@ def _run_main(args) -> int:
     from gelulab.core.output import Interrupted, check_writable
     from gelulab.core.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
-    from gelulab.experiments.moons.config import MoonsConfig
+    from gelulab.experiments.moons.config import MoonsConfig, check_seed_count
     from gelulab.experiments.parity import command as parity
 
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: expected at least 1")
+    check_seed_count("--seeds", args.seeds)  # before the list of seeds is built
     cfg = MoonsConfig(seeds=tuple(range(args.seeds)), epochs=args.epochs, arms=HEADLINE)
     out = check_writable(args.out)
     names = selected_backends()

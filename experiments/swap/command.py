@@ -107,10 +107,20 @@ def generate_sentences(n: int, seed: int, vocabulary: Sequence[str] = ()) -> lis
 def load_pairs(path: str | Path = DATA) -> list[tuple[str, str, str]]:
     """Sentence pairs from a TSV with header `label<TAB>sentence_a<TAB>sentence_b`; label in experiments.swap.model.PAIR_LABELS.
     Returns [(label, a, b)]. Raises ValueError naming the file and line of a malformed row or unknown label, or
-    when there is no pair of some label or the file does not exist."""
-    if not Path(path).is_file():
+    naming the file when there is no pair of some label, or it does not exist, is not a regular file (/dev/null, a
+    folder) or is not UTF-8 text."""
+    if not Path(path).exists():
         raise ValueError(f"--pairs {path}: no such file; expected a TSV of labelled sentence pairs")
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not Path(path).is_file():
+        raise ValueError(f"--pairs {path}: not a regular file; expected a TSV of labelled sentence pairs")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--pairs {path}: not UTF-8 text ({e.reason} at byte {e.start}); expected a UTF-8 TSV of "
+                         "labelled sentence pairs") from None
+    except OSError as e:
+        raise ValueError(f"--pairs {path}: cannot read it ({e.strerror or e}); expected a TSV of labelled sentence "
+                         "pairs") from None
     if not lines or lines[0].split("\t") != ["label", "sentence_a", "sentence_b"]:
         raise ValueError(f"{path}: the first line must be the header 'label<TAB>sentence_a<TAB>sentence_b'")
     pairs = []
@@ -168,7 +178,11 @@ def _keys(text: str, what: str) -> list[str]:
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if not keys:
         raise ValueError(f"{what}={text!r}; expected a comma-separated list of catalogue keys")
-    return [get_activation(k).key for k in keys]
+    keys = [get_activation(k).key for k in keys]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"{what}={text!r}: {', '.join(twice)} appears twice; expected each activation once")
+    return keys
 
 
 # Upper bounds of the size options: far above what the study needs (the defaults: 32, 100 steps, 16, 1024
@@ -211,11 +225,17 @@ def _bounded(option: str, value, least: int, most: int, note: str = "") -> None:
 
 def _measure(original: bert.Encoded, encoded: bert.Encoded, index, pairs) -> dict:
     """All metrics of one model against the original, on the evaluation sentences. Raises ValueError when an
-    embedding is not finite (a model whose weights diverged)."""
+    embedding is not finite (a model whose weights diverged) or when every embedding is the same vector (an encoder
+    that collapses its input: no measurement)."""
     if not np.isfinite(encoded.embeddings).all():
         raise ValueError(f"{int((~np.isfinite(encoded.embeddings)).any(axis=1).sum())} of "
                          f"{len(encoded.embeddings)} sentence embeddings are not finite (NaN or inf); the model's "
                          "weights diverged (a fine-tune with too large an --lr?); the results stored before are kept")
+    e = np.asarray(encoded.embeddings)
+    if len(e) > 1 and not np.ptp(e, axis=0).any():
+        raise ValueError(f"all {len(e)} sentence embeddings are identical (cosine exactly 1 for every pair, zero "
+                         "spread): the encoder maps every sentence alike, a failed measurement; expected distinct "
+                         "embeddings (check config.json and the weights); the results stored before are kept")
     scores = bert.pair_scores(encoded.embeddings, index, pairs)
     cos = bert.embedding_cosine(original.embeddings, encoded.embeddings)
     return {"cos_mean": cos["mean"], "cos_worst": cos["worst"], "drift": bert.layer_drift(original, encoded),

@@ -45,6 +45,9 @@ PAIR_LABELS = ("paraphrase", "same_topic", "unrelated")
 # config.json's integer sizes and the least value each may have (the position table must cover MAX_LENGTH tokens)
 CONFIG_SIZES = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 1, "num_attention_heads": 1,
                 "intermediate_size": 1, "max_position_embeddings": MAX_LENGTH, "type_vocab_size": 1}
+# The float fields of config.json that gelulab uses, each (low, high]: low < value <= high. BERT's layer_norm_eps is
+# 1e-12 (all-MiniLM-L6-v2's too); a value near the variance of the hidden vectors (about 1e-2 and up) erases them.
+CONFIG_FLOATS = {"layer_norm_eps": (0.0, 1e-2)}
 
 
 # Short names of one layer's parameters -> the safetensors name below "encoder.layer.{i}.".
@@ -158,10 +161,16 @@ def verify_model(directory: str | Path, manifest: str | Path, hint: str = "") ->
 
 def inside(directory: str | Path, name: str | Path) -> Path:
     """directory / name, after checking that it lies inside `directory` once symbolic links are resolved
-    (Path.resolve, Path.is_relative_to). Raises ValueError naming the file and where it leads otherwise."""
+    (Path.resolve, Path.is_relative_to). Raises ValueError naming the file and where it leads otherwise, and
+    naming the link when its links form a loop or cannot be followed (resolve's RuntimeError or OSError)."""
     directory = Path(directory)
     path = directory / name
-    root, real = directory.resolve(), path.resolve()
+    try:
+        root, real = directory.resolve(), path.resolve()
+    except (RuntimeError, OSError) as e:
+        why = "its links form a loop" if isinstance(e, RuntimeError) else (e.strerror or str(e))
+        raise ValueError(f"{path}: a symbolic link that cannot be followed ({why}); expected every model file "
+                         "to be a file inside the folder") from None
     if not real.is_relative_to(root):
         raise ValueError(f"{path}: leads to {real}, outside the model folder {root}; expected every model file "
                          "inside the folder (copy the file in instead of linking it)")
@@ -203,7 +212,8 @@ def parse_config(data: dict) -> BertConfig:
     """BertConfig from a transformers config.json dict, validated before use.
 
     Each of CONFIG_SIZES must be a JSON integer of at least its minimum (1; max_position_embeddings at least
-    MAX_LENGTH, the longest input gelulab feeds), layer_norm_eps a finite number > 0, hidden_act one of
+    MAX_LENGTH, the longest input gelulab feeds), each of CONFIG_FLOATS a finite number in its range (layer_norm_eps
+    0 < eps <= 1e-2: a larger eps swamps the variance and flattens every token alike), hidden_act one of
     core.activations.HF_ACTIVATIONS, and hidden_size a multiple of num_attention_heads (BERT's heads split the
     hidden vector). Raises ValueError naming the key (`config.json <key>=<value>; expected ...`) or a missing
     field."""
@@ -217,9 +227,11 @@ def parse_config(data: dict) -> BertConfig:
         v = data[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < least:
             raise ValueError(f"config.json {key}={v!r}; expected an integer >= {least}")
+    for key, (low, high) in CONFIG_FLOATS.items():
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and low < v <= high):
+            raise ValueError(f"config.json {key}={v!r}; expected a finite number with {low:g} < {key} <= {high:g}")
     eps = data["layer_norm_eps"]
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"config.json layer_norm_eps={eps!r}; expected a finite number > 0")
     hidden, heads = data["hidden_size"], data["num_attention_heads"]
     if hidden % heads:
         raise ValueError(f"config.json hidden_size={hidden} is not divisible by num_attention_heads={heads}; "

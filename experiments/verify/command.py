@@ -43,6 +43,7 @@ from gelulab.core.report import (
 from gelulab.experiments.verify.oracle import check_bound, expected
 
 FLOAT32_PATTERNS = 1 << 32
+MAX_CHUNK = 1 << 26  # the most inputs per chunk: its uint64 indices alone take 512 MiB, its outputs more
 MAX_CHUNKS = 1 << 20  # more chunks than this is a mistake in --chunk (a 4-byte chunk of 2^32 inputs), refused
 BOUND_SAMPLE_STRIDE = 65537  # the oracle's float64 bound is checked on a spread of these float32 inputs every run
 # the source files whose text decides the verified bits, beside backends/<name>/kernels.py of each selected backend
@@ -226,6 +227,10 @@ class Runner:
         return out
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB"
+
+
 def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
 
@@ -238,8 +243,9 @@ def run(args) -> int:
 
     if args.stride is not None and not 1 <= args.stride <= FLOAT32_PATTERNS:
         raise ValueError(f"--stride {args.stride}: expected an integer from 1 to 2^32")
-    if args.chunk < 1:
-        raise ValueError(f"--chunk {args.chunk}: expected an integer >= 1")
+    if not 1 <= args.chunk <= MAX_CHUNK:
+        raise ValueError(f"--chunk {args.chunk}: expected an integer from 1 to 2^26 = {MAX_CHUNK} (a chunk's inputs "
+                         f"are held at once: {args.chunk} of them need at least {_gib(16 * args.chunk)} of memory)")
     if args.max_chunks is not None and args.max_chunks < 0:
         raise ValueError(f"--max-chunks {args.max_chunks}: expected an integer >= 0")
     stride = 1 if args.exhaustive else args.stride
