@@ -294,7 +294,7 @@ def run(args) -> int:
         if not (isinstance(args.threads, int) and args.threads > 0):
             raise ValueError(f"--threads={args.threads!r}; expected a positive int")
         os.environ["GELULAB_THREADS"] = str(args.threads)
-    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV, as cli.py sets it
+    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV, as the command line (gelulab.cli) sets it
     from gelulab.backends import reproducible
 
     reproducible(threads=config.threads())  # before any framework loads: thread counts, x64, no TF32
