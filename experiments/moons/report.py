@@ -64,17 +64,19 @@ def divergence(cfg, runs, alpha: float = stats.ALPHA) -> list[dict]:
     the reasons without their numbers): "non-finite
     loss" (a loss or a loss curve holds nan/inf), "final training loss X >= ln 2" (worse than always predicting
     1/2), "test accuracy X % not above chance" (one-sided binomial test of the correct test points against 1/2,
-    core.stats.above_chance, at alpha)."""
+    core.stats.above_chance, at alpha). A loss or curve a record does not hold is not checked (test_acc is
+    required)."""
     n_test = _n_test(cfg)
     out = []
     for r in runs:
         m, reasons, kinds = r["metrics"], [], []
-        losses = [m["train_loss"], m["val_loss"], m["test_loss"], *r["curves"]["train_loss"],
-                  *r["curves"]["val_loss"]]
+        curves = r.get("curves", {})
+        losses = [m.get(k) for k in ("train_loss", "val_loss", "test_loss")]
+        losses = [v for v in (*losses, *curves.get("train_loss", ()), *curves.get("val_loss", ())) if v is not None]
         if not all(math.isfinite(v) for v in losses):
             reasons.append("non-finite loss")
             kinds.append("non-finite loss")
-        elif m["train_loss"] >= CHANCE_LOSS:
+        elif m.get("train_loss") is not None and m["train_loss"] >= CHANCE_LOSS:
             reasons.append(f"final training loss {m['train_loss']:.3g} >= ln 2")
             kinds.append("final training loss >= ln 2")
         if not math.isfinite(m["test_acc"]) or not stats.above_chance(round(m["test_acc"] * n_test), n_test,
