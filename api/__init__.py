@@ -2,11 +2,11 @@
 tensor or variable, a numpy array, or the array of any other backend of gelulab.backends in, the same kind out.
 
 The framework is chosen from the array's type, as einops does (einops/_backends.py): each backend package of the
-registry recognises its own arrays (`array_dtype`, core.contract.Package), asking only a framework already in
+registry recognises its own arrays (`array_dtype`, core.contracts.contract.Package), asking only a framework already in
 `sys.modules`, so gelulab never imports a framework the caller has not imported, and nothing here changes a
 framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): gelulab's
-float32 kernel (core.kernels, `impl="kernel"`, the default where the backend has kernels: float32 arithmetic alone,
-within 1 ULP, with its own derivatives) and its correctly rounded formula (core.formulas, `impl="formula"`, computed
+float32 kernel (core.numerics.kernels, `impl="kernel"`, the default where the backend has kernels: float32 arithmetic alone,
+within 1 ULP, with its own derivatives) and its correctly rounded formula (core.numerics.formulas, `impl="formula"`, computed
 in the wider dtype) run over that module as their array namespace, and `impl="builtin"` calls the framework's own
 function (`builtin(activation)`). All are written in the framework's own ops, so the result is differentiable and
 compilable there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and GradientTape.
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from gelulab.backends import PACKAGES, REGISTRY
 from gelulab.core.activations import activation_key, check_impl, get_activation
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.interface import default_impl, implementation
+from gelulab.core.contracts.interface import default_impl, implementation
+from gelulab.core.numerics.dtypes import DTYPES
 
 
 def _a(name: str) -> str:
@@ -78,10 +78,10 @@ def apply(key: str, x, impl: str | None = None):
     shape (a tf.Variable gives a tf.Tensor).
 
     key: a catalogue key (core.activations.ACTIVATIONS: "relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...);
-    impl: "kernel" (gelulab's float32 kernel, core.kernels, within 1 ULP; float64 takes the formula), "formula"
-    (gelulab's formula, core.formulas, computed in the wider dtype and rounded once) or "builtin" (the framework's
+    impl: "kernel" (gelulab's float32 kernel, core.numerics.kernels, within 1 ULP; float64 takes the formula), "formula"
+    (gelulab's formula, core.numerics.formulas, computed in the wider dtype and rounded once) or "builtin" (the framework's
     own function); None (the default) is "kernel" where the backend has kernels (its record's `kernels`) and the
-    entry one, "formula" elsewhere (core.interface.default_impl). Raises ValueError for an unknown key or impl, or a framework without a builtin
+    entry one, "formula" elsewhere (core.contracts.interface.default_impl). Raises ValueError for an unknown key or impl, or a framework without a builtin
     (or kernel) for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
     """
     return _apply(key, x, impl, f"gelulab.apply({key!r}, x)")

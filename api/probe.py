@@ -3,7 +3,7 @@
 A port's most common silent fault is a GELU that is not the one the weights were trained with (exact where the
 original used tanh, plain GELU where it used x sigmoid(1.702 x)). `identify` evaluates the callable once on a
 fixed float32 probe and compares the values with the correctly rounded reference of every catalogue variant
-(core.reference, computed once per process and cached):
+(core.parity.reference, computed once per process and cached):
 
 * separating points: x in [-8, 8] in steps of 1/32, plus 8.5 ... 1000. The variants differ most on the negative
   side, where |f| < 1: tanh form vs exact by 4.7e-4 at x = -2.7 (and +2.7), sigmoid form vs exact by 2.0e-2 at
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.reference import reference
+from gelulab.core.parity.reference import reference
 
 _STEP = 1.0 / 32
 SEPARATING = np.concatenate([np.arange(-8.0, 8.0 + _STEP / 2, _STEP),
@@ -195,7 +195,7 @@ def tolerance() -> float:
 
 @functools.cache
 def _references(dtype: str) -> dict[str, np.ndarray]:
-    """{catalogue key: correctly rounded reference at PROBE in `dtype`} (mpmath, core.reference), cached."""
+    """{catalogue key: correctly rounded reference at PROBE in `dtype`} (mpmath, core.parity.reference), cached."""
     return {key: reference(key, PROBE, dtype).astype(np.float64) for key in ACTIVATIONS}
 
 

@@ -1,11 +1,11 @@
 """Backends: one folder per framework (`backends/<name>/`), each the only importer of its framework.
 
-The registry: every backend package (`backends/<name>/__init__.py`, the Package Protocol of core.contract: its
+The registry: every backend package (`backends/<name>/__init__.py`, the Package Protocol of core.contracts.contract: its
 `Capabilities` record, the recogniser of its arrays and the loader of its activations module; it imports no
 framework) in canonical order, torch before tensorflow (importing TensorFlow first can crash torch's import; Keras
 imports them in this order too). BACKEND_NAMES, the install commands and gelulab.api's dispatch on an array's type
 derive from it. A new backend is a folder with that `__init__.py` and the modules implementing the Protocols of
-core.contract, plus one import and one entry of `_PACKAGES` below.
+core.contracts.contract, plus one import and one entry of `_PACKAGES` below.
 
 `get_backend(name)` imports the framework lazily, so a missing framework disables that backend alone with a clear
 message; it changes no framework-wide setting (`gelulab.reproducible` does that, explicitly).
@@ -23,11 +23,11 @@ from gelulab.backends import jax as _jax
 from gelulab.backends import numpy as _numpy
 from gelulab.backends import tensorflow as _tensorflow
 from gelulab.backends import torch as _torch
-from gelulab.core import config
-from gelulab.core import settings as _settings
-from gelulab.core.contract import Capabilities
-from gelulab.core.interface import Backend
-from gelulab.core.interrupts import held_interrupts
+from gelulab.core.contracts.contract import Capabilities
+from gelulab.core.contracts.interface import Backend
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing import settings as _settings
+from gelulab.core.plumbing.interrupts import held_interrupts
 
 _PACKAGES = (_numpy, _jax, _torch, _tensorflow, _array_api)
 _RECORDS = tuple(p.CAPABILITIES for p in _PACKAGES)
@@ -104,7 +104,7 @@ def activations_module(name: str, apply: bool = True):
 
 
 def apply_settings(name: str, module, settings) -> dict:
-    """Apply core.settings.Settings to backend `name` through its activations `module`; returns what was set."""
+    """Apply core.plumbing.settings.Settings to backend `name` through its activations `module`; returns what was set."""
     done = module.apply_settings(settings)
     _applied[name] = settings
     return done

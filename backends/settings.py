@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from gelulab.backends import BACKEND_NAMES, REGISTRY, activations_module, apply_settings, capabilities
-from gelulab.core import settings as _settings
-from gelulab.core.settings import Settings
+from gelulab.core.plumbing import settings as _settings
+from gelulab.core.plumbing.settings import Settings
 
 
 def reproducible(threads: int | None = 1, *, x64: bool | None = True, tf32: bool | None = False,

@@ -18,7 +18,7 @@ Outputs (default results/bench/): bench.json (environment: CPU, cores, threads a
 ratios), bench.md (tables), throughput_<backend>_<dtype>.png (log-log throughput vs size with the bandwidth line).
 While a run is under way (after each backend) and when it is interrupted, its results so far go to
 bench.partial.json and bench.partial.md ("partial": true): the last complete bench.json is replaced only when the
-new run completes (atomically), which then removes the partial files. One run at a time holds --out (core.lock).
+new run completes (atomically), which then removes the partial files. One run at a time holds --out (core.plumbing.lock).
 
 Settings: `gelulab.reproducible(threads=GELULAB_THREADS or --threads, default 1)` is called before any backend
 loads (thread counts, JAX x64, no TF32), and the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
@@ -67,12 +67,12 @@ from gelulab.benchmarks.bandwidth import copy_bandwidth, copy_curve, framework_c
 from gelulab.benchmarks.grid import AXES, GridSpec, spec_from_filters
 from gelulab.benchmarks.runner import hooks, input_array, run_group, sync_overhead
 from gelulab.benchmarks.timer import QUICK, TimerConfig
-from gelulab.core import config
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable
-from gelulab.core.provenance import command_line
-from gelulab.core.report import atomic_write_text, environment, write_json
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import Interrupted, check_writable
+from gelulab.core.plumbing.provenance import command_line
+from gelulab.core.plumbing.report import atomic_write_text, environment, write_json
 
 SCHEMA = "gelulab.bench/1"
 FILTERS = ("backend", "device", "mode", "activation", "impl", "direction", "dtype", "size")
@@ -306,7 +306,7 @@ def _stop_on_sigterm():
 
 def run(args) -> int:
     """`gelulab bench`: `compare`, or the benchmark of _run with --out checked writable and held by this run alone
-    (core.lock.hold: another run into it is refused at once, naming it) until its results are written."""
+    (core.plumbing.lock.hold: another run into it is refused at once, naming it) until its results are written."""
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
     check_options(args)
@@ -321,7 +321,7 @@ def run(args) -> int:
 def _run(args) -> int:
     """Run the benchmark (or `compare`) for parsed `args`; returns the exit code (0: at least one cell timed).
     Raises ValueError for a bad filter or option, or an unwritable --out, before anything is timed;
-    core.output.Interrupted on Ctrl-C or SIGTERM, after writing the cells measured (bench.partial.json, marked
+    core.plumbing.output.Interrupted on Ctrl-C or SIGTERM, after writing the cells measured (bench.partial.json, marked
     partial; the last complete bench.json is kept). The results so far are also written there after each backend,
     so a crash keeps them; bench.json is replaced only by a complete result."""
     if getattr(args, "bench_command", None) == "compare":

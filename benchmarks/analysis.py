@@ -8,7 +8,7 @@ from __future__ import annotations
 from gelulab.benchmarks.bandwidth import cell_throughput
 from gelulab.benchmarks.grid import AXES
 from gelulab.core.activations import BASELINE
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 GOOD = ("ok",)  # rows whose times enter ratios ("recompiled", "not compiled" and "error" rows do not)
 

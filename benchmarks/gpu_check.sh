@@ -64,7 +64,7 @@ PY
   )
 fi
 export GELULAB_BACKEND
-"$python" -c "import json, gelulab.core.report as r; from gelulab.backends import get_backend; import os; \
+"$python" -c "import json, gelulab.core.plumbing.report as r; from gelulab.backends import get_backend; import os; \
 print(json.dumps(r.environment([get_backend(n) for n in os.environ['GELULAB_BACKEND'].split(',') if n]), indent=1))" \
   >"$out/versions.txt" 2>&1
 say "device $device, backends $GELULAB_BACKEND, threads $GELULAB_THREADS, out $out"

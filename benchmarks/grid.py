@@ -3,7 +3,7 @@
 Axes: backend × device × mode × activation × impl × direction × dtype × size.
 
 * activation: catalogue keys (core.activations.ACTIVATIONS: relu, gelu_none, gelu_tanh, gelu_sigmoid, ...).
-* impl: "builtin" (the framework's own function) or "formula" (gelulab's accurate formula, core.formulas).
+* impl: "builtin" (the framework's own function) or "formula" (gelulab's accurate formula, core.numerics.formulas).
 * direction: "forward" times `backend.function(key, impl, order=0, mode)(x)`, i.e. y = f(x).
   "forward+backward" times `backend.function(key, impl, order=1, mode)(x)`: the framework's vjp of f at x with a
   cotangent of ones (jax.vjp, torch.func.vjp, tf.GradientTape with output_gradients), which runs the forward pass
@@ -12,7 +12,7 @@ Axes: backend × device × mode × activation × impl × direction × dtype × s
   Memory traffic counted for both directions: read x + write the result (2 n itemsize bytes); a fused kernel
   needs no more, since the cotangent of ones is created inside the call.
 * size: elements of a 1-D input; 1e3..1e7 on a CPU, up to 1e8 on a GPU or TPU.
-* dtype: float32, bfloat16, float16, float64 (core.dtypes); by default float32 and bfloat16 (DEFAULT_DTYPES),
+* dtype: float32, bfloat16, float16, float64 (core.numerics.dtypes); by default float32 and bfloat16 (DEFAULT_DTYPES),
   all four with --full or --dtype.
 * mode: "eager" or "compiled" (jax.jit, torch.compile, tf.function(jit_compile=True)); numpy is eager only.
 * device: "cpu", "gpu", "tpu".
@@ -23,9 +23,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from gelulab.backends import BACKEND_NAMES, capabilities, requested_backends
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, HEADLINE, IMPLS
-from gelulab.core.dtypes import DTYPES
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.plumbing import config
 
 DIRECTIONS = ("forward", "forward+backward")
 ORDER = {"forward": 0, "forward+backward": 1}
@@ -161,7 +161,7 @@ def spec_from_filters(*, backends=None, devices=None, modes=None, activations=No
     given = {"modes": modes, "activations": activations, "impls": impls, "directions": directions, "dtypes": dtypes}
     allowed = {"modes": MODES, "activations": tuple(ACTIVATIONS), "impls": IMPLS, "directions": DIRECTIONS,
                    "dtypes": DTYPE_ORDER}
-    assert set(DTYPE_ORDER) == set(DTYPES), "grid.DTYPE_ORDER must list every dtype of core.dtypes"
+    assert set(DTYPE_ORDER) == set(DTYPES), "grid.DTYPE_ORDER must list every dtype of core.numerics.dtypes"
     axes = {}
     for axis, values in given.items():
         if quick and not split_values(values):

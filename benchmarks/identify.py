@@ -3,7 +3,7 @@
 For every callable the installed backends name (`backends/<name>/subjects.py`: the frameworks' own GELU, ReLU and
 SiLU functions and layers, transformers' activation modules, lambdas written in a framework's operations), then
 gelulab's own, in one process:
-* the reference cache (mpmath, core.reference, at the probe points in float32 and float64), built once;
+* the reference cache (mpmath, core.parity.reference, at the probe points in float32 and float64), built once;
 * "first": the first identify(fn) (includes the framework's first call: jax.jit tracing and compiling);
 * "median": the median of --repeats further calls;
 * "x call": median ÷ the median time of one plain call fn(x) on the same float32 probe array, side by side.
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from gelulab.backends import BACKEND_NAMES, activations_module, capabilities, installed_backends, reproducible
-from gelulab.core import config
-from gelulab.core.report import atomic_write_text, cpu_model, write_json
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.report import atomic_write_text, cpu_model, write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def subjects(names) -> dict:
     """{expression: callable} to time: each installed backend's own (backends/<name>/subjects.py,
-    core.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu, and its torch layer
+    core.contracts.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu, and its torch layer
     where torch is installed)."""
     import gelulab
 

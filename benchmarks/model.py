@@ -26,7 +26,7 @@ Outputs: a Markdown table on stdout and in DIR/model.md, every row (seconds per 
 compile counts), the ratios, the first-call figures, versions and threads in DIR/model.json (--out, default
 results/bench). While the run is under way (after each group) and when it is interrupted, what is measured so far
 goes to DIR/model.partial.json and .md ("partial": true); model.json is replaced only when a run completes. One
-run at a time holds DIR (core.lock).
+run at a time holds DIR (core.plumbing.lock).
 """
 from __future__ import annotations
 
@@ -41,11 +41,11 @@ from dataclasses import dataclass, replace
 from gelulab.benchmarks import first_call
 from gelulab.benchmarks.runner import hooks, run_calls
 from gelulab.benchmarks.timer import TimerConfig
-from gelulab.core import config
-from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable
-from gelulab.core.provenance import command_line
-from gelulab.core.report import atomic_write_text, environment, write_json
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import Interrupted, check_writable
+from gelulab.core.plumbing.provenance import command_line
+from gelulab.core.plumbing.report import atomic_write_text, environment, write_json
 
 SCHEMA = "gelulab.bench.model/1"
 IMPLS = ("builtin", "kernel", "formula")  # builtin first: the reference of every ratio
@@ -150,7 +150,7 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     """Time every group of `opts` (options()), filling `result` as it goes (so an interruption keeps what is
     measured): result["rows"] (one per arm: the axes framework, model, input, direction, mode, compiler, impl and
     run_calls' fields, seconds per call), "models" (what each model is), "threads_in_effect", "backends" (the
-    Backend objects, for core.report.environment), "skipped" ({"what", "reason"}), then "first_call"
+    Backend objects, for core.plumbing.report.environment), "skipped" ({"what", "reason"}), then "first_call"
     (first_call.measure) when torch is selected. checkpoint(): called after each group. Returns `result`."""
     from gelulab.backends import BackendUnavailable, get_backend
 
@@ -287,19 +287,19 @@ def _write(result: dict, out) -> list:
 def run(args) -> int:
     """`gelulab bench --model`: measure, write DIR/model.json and DIR/model.md, print the table; returns 0 when
     every arm was timed, 1 when none was or one failed. Raises ValueError for a bad option or an unwritable --out
-    before anything is timed; core.output.Interrupted on Ctrl-C after writing what was measured (marked
+    before anything is timed; core.plumbing.output.Interrupted on Ctrl-C after writing what was measured (marked
     partial)."""
     opts = options(args)
     if args.threads is not None:
         if not (isinstance(args.threads, int) and args.threads > 0):
             raise ValueError(f"--threads={args.threads!r}; expected a positive int")
         os.environ["GELULAB_THREADS"] = str(args.threads)
-    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV, as the command line (gelulab.cli) sets it
+    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.plumbing.config.KERNEL_COMPILE_ENV, as the command line (gelulab.cli) sets it
     from gelulab.backends import reproducible
 
     reproducible(threads=config.threads())  # before any framework loads: thread counts, x64, no TF32
     out = check_writable(args.out)
-    with hold(out):  # one run at a time in --out (core.lock)
+    with hold(out):  # one run at a time in --out (core.plumbing.lock)
         return _run(args, opts, out)
 
 

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 from gelulab.benchmarks.analysis import reference
 from gelulab.benchmarks.grid import DIRECTIONS, MODES
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 STYLES = {"builtin": ("-", "o"), "formula": ("--", "s")}
 

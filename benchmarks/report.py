@@ -6,8 +6,8 @@ from scipy.stats import gmean
 from gelulab.backends import BACKEND_NAMES
 from gelulab.benchmarks.grid import DIRECTIONS, MODES
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE, IMPLS
-from gelulab.core.config import DEVICES
-from gelulab.core.report import fmt, markdown_table
+from gelulab.core.plumbing.config import DEVICES
+from gelulab.core.plumbing.report import fmt, markdown_table
 
 FOCUS_DTYPE = "float32"
 FOCUS_SIZES = (10**6, 10**7)

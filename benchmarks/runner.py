@@ -12,7 +12,7 @@ import numpy as np
 
 from gelulab.benchmarks.grid import ORDER, Cell
 from gelulab.benchmarks.timer import TimerConfig, measure, timed_blocks, warm_up
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 INPUT_SCALE = 3.0  # inputs ~ N(0, 3^2): both tails of GELU and its clamp-free middle are exercised
 
@@ -43,7 +43,7 @@ def run_group(backend, bench: ModuleType, cells: list[Cell], x, config: TimerCon
     """Time cells that share one input side by side (interleaved blocks, benchmarks.timer.timed_blocks); each
     cell times `backend.function(cell.activation, cell.impl, ORDER[cell.direction], cell.mode)(x)`.
 
-    backend: the Backend (core.interface); bench: its hooks module; x: the input already on the device; cells:
+    backend: the Backend (core.contracts.interface); bench: its hooks module; x: the input already on the device; cells:
     same backend, device, mode, dtype and size (the runner groups them so, with one direction per group).
     Returns one row per cell: its axes, "status" ("ok"; "recompiled" when a compilation counter grew during the
     timed rounds; "not compiled" when a compiled cell's first call compiled nothing; "error" with "error":

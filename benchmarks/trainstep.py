@@ -2,9 +2,9 @@
 
 The step is the matched-regime minibatch step of the moons experiment (the `bench_step` of each
 backends/<name>/moons.py): the network 2 -> 64 -> 64 -> 1, batch 32, BCE on logits, Adam (Kingma & Ba 2015,
-Algorithm 1, core.training.adam_step) with lr 1e-3, from shared Glorot-uniform initial weights on the first
+Algorithm 1, core.contracts.training.adam_step) with lr 1e-3, from shared Glorot-uniform initial weights on the first
 minibatch of make_moons data drawn for seed SEED, so every backend steps on the same numbers. The spec is built
-here from core.training's builders (the benchmark does not depend on the experiment's configuration). One call =
+here from core.contracts.training's builders (the benchmark does not depend on the experiment's configuration). One call =
 forward, backward and the Adam update of every parameter. Modes: "eager" (op by op: jax un-jitted, torch eager,
 TF eager) and "compiled" (jax.jit, torch.compile, tf.function(jit_compile=True)).
 
@@ -25,9 +25,9 @@ from gelulab.backends import capabilities
 from gelulab.benchmarks.grid import GridSpec
 from gelulab.benchmarks.runner import run_calls
 from gelulab.benchmarks.timer import TimerConfig
-from gelulab.core import training
 from gelulab.core.activations import HEADLINE
-from gelulab.core.training import TRAIN_DTYPES, TrainSpec
+from gelulab.core.contracts import training
+from gelulab.core.contracts.training import TRAIN_DTYPES, TrainSpec
 
 ARMS = HEADLINE  # the catalogue's headline pair: ReLU vs exact GELU (x Φ(x) via erfc)
 SEED = 0

@@ -53,13 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable), file-system
     errors (OSError) and a MemoryError are printed as one line. Ctrl-C (SIGINT, also where the process inherited
     it ignored) and SIGTERM end the command after its finished results are on disk, with one line saying what was
-    kept; a framework's import holds them until it has finished (core.interrupts). The handlers are put in place
+    kept; a framework's import holds them until it has finished (core.plumbing.interrupts). The handlers are put in place
     before anything else this function does (any import, the parsing) and the caller's are put back on return;
     an interrupt from then on, also while they are put in place or back, is the one line and 128 + the signal.
     What comes before this function (Python's start-up, the import of gelulab and of this module) follows
     Python's rules: a SIGINT with its default action ends the process, one that the process inherited ignored is
     lost. Unless --verbose, the frameworks' start-up log lines are dropped from stderr
-    (core.output.quiet_frameworks). Before the command runs, the framework settings of the experiments are
+    (core.plumbing.output.quiet_frameworks). Before the command runs, the framework settings of the experiments are
     applied: gelulab.reproducible(threads=GELULAB_THREADS); importing gelulab as a library changes nothing."""
     import signal
 
@@ -68,12 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _interrupt_handlers(state):
             try:
-                from gelulab.core.output import quiet_frameworks
-                from gelulab.core.provenance import set_command
+                from gelulab.core.plumbing.output import quiet_frameworks
+                from gelulab.core.plumbing.provenance import set_command
 
                 argv = sys.argv[1:] if argv is None else list(argv)
                 # the commands measure the compiled kernels themselves: built on first use, not in the background
-                os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.config.KERNEL_COMPILE_ENV
+                os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.plumbing.config.KERNEL_COMPILE_ENV
                 args = build_parser().parse_args(argv)
                 state["command"] = f"gelulab {args.command}"
                 set_command(["gelulab", *argv])
@@ -100,7 +100,7 @@ def _interrupt_handlers(state: dict | None = None):
     """Within the block (main thread only): SIGINT raises KeyboardInterrupt, even where the process inherited it
     ignored (a shell ignores it in the commands a script starts in the background), and SIGTERM raises it too, so
     every command keeps its finished results on Ctrl-C, `kill -INT` and `kill -TERM` alike; one that Python drops
-    (raised in a gc callback) is sent again (core.interrupts). Yields `state` (a new dict when None), whose
+    (raised in a gc callback) is sent again (core.plumbing.interrupts). Yields `state` (a new dict when None), whose
     "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
     whether the command's work had begun. The handlers are the first thing put in place (before any import of
     gelulab's), so a KeyboardInterrupt may come from entering the block too. The caller's handlers are put back;
@@ -122,7 +122,7 @@ def _interrupt_handlers(state: dict | None = None):
     # a handler installed outside Python (getsignal gives None) cannot be put back, so it is left in place
     previous = {s: signal.signal(s, h) for s, h in ours.items() if signal.getsignal(s) is not None}
     try:
-        from gelulab.core.interrupts import dropped_interrupts_sent_again
+        from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again
 
         with dropped_interrupts_sent_again():
             yield state
@@ -135,8 +135,8 @@ def _dispatch(args, state: dict) -> int:
     import signal
 
     from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible
-    from gelulab.core import config
-    from gelulab.core.output import Interrupted
+    from gelulab.core.plumbing import config
+    from gelulab.core.plumbing.output import Interrupted
 
     name, state["started"] = state["command"], True
     try:

@@ -4,8 +4,8 @@
     model = torch.nn.Sequential(torch.nn.Linear(4, 16), GELU(approximate="tanh"), torch.nn.Linear(16, 1))
 
 The constructors are torch's (`GELU(approximate="none")`, `ReLU(inplace=False)`, `SiLU(inplace=False)`) plus
-`impl=`: "kernel" (gelulab's float32 kernel, core.kernels, within 1 ULP, default), "formula" (its correctly rounded
-formula, core.formulas) or "builtin" (torch.nn.functional's own).
+`impl=`: "kernel" (gelulab's float32 kernel, core.numerics.kernels, within 1 ULP, default), "formula" (its correctly rounded
+formula, core.numerics.formulas) or "builtin" (torch.nn.functional's own).
 `approximate` may also be "sigmoid" (x sigmoid(1.702 x)), which torch.nn.GELU lacks. The modules have no parameters
 or buffers (an empty state_dict), run under autograd and torch.compile, and accept float16, bfloat16, float32 and
 float64 tensors on any device (TypeError for other dtypes).

@@ -17,10 +17,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # the suite measures the compiled kernels themselves
 
 from gelulab.backends import BackendUnavailable, capabilities, get_backend, reproducible, selected_backends
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.contract import PROTOCOLS
-from gelulab.core.dtypes import DTYPES
+from gelulab.core.contracts.contract import PROTOCOLS
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.plumbing import config
 
 try:
     SELECTED = selected_backends()
@@ -138,7 +138,7 @@ def pytest_report_header(config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backend_needs(*needs): run on the selected backends whose record has these "
-                                       "only: capabilities (core.contract.Capabilities: kernels, compiled, autodiff), "
+                                       "only: capabilities (core.contracts.contract.Capabilities: kernels, compiled, autodiff), "
                                        "contract modules (bert, bench, ...) or dtypes it holds (float16, ...)")
 
 

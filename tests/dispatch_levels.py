@@ -2,7 +2,7 @@
 
 Frameworks pick their CPU kernels by the processor's features, so a user's machine may run torch at ATen level
 "avx2" where this one runs "avx512". For each selected backend (GELULAB_BACKEND, else all installed) and each level
-below the native one that the processor supports (core.cpu_dispatch.host_levels), this starts
+below the native one that the processor supports (core.parity.cpu_dispatch.host_levels), this starts
 `pytest tests/test_parity.py` in a fresh process with the level forced (ATEN_CPU_CAPABILITY,
 XLA_FLAGS=--xla_cpu_max_isa, NPY_DISABLE_CPU_FEATURES), checks that the process really runs at that level, and
 prints one line per run. Exit status: 0 when every run passed, else 1. Extra arguments go to pytest (e.g.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gelulab.backends import capabilities, installed_backends, requested_backends
-from gelulab.core.cpu_dispatch import forced_env, host_levels
+from gelulab.core.parity.cpu_dispatch import forced_env, host_levels
 
 ROOT = Path(__file__).resolve().parent.parent
 _LEVEL = ("import sys; from gelulab.backends import get_backend; "

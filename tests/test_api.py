@@ -2,7 +2,7 @@
 against the correctly rounded mpmath reference, the frameworks' autodiff and compilers, and the TypeError for
 arrays that are not accepted.
 
-References: core.reference (mpmath, correctly rounded) for values and first derivatives; each framework's own
+References: core.parity.reference (mpmath, correctly rounded) for values and first derivatives; each framework's own
 function, called here directly, for impl="builtin".
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from conftest import requires
 import gelulab
 from gelulab.backends import REGISTRY, capabilities, get_backend
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.reference import reference
+from gelulab.core.parity.reference import reference
 
 KEYS = list(ACTIVATIONS)
 X = np.linspace(-8.0, 8.0, 129)  # step 1/8: exact in every dtype used here

@@ -1,4 +1,4 @@
-"""The backend contract (core.contract) run against every selected backend: its capability record, the Protocols
+"""The backend contract (core.contracts.contract) run against every selected backend: its capability record, the Protocols
 of its modules, and the behaviour the record promises. A new backend folder with a record is covered here without
 an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1), the
 packaged model's config.json and transformers' documented BERT activation (hidden_act "gelu": GELUActivation)."""
@@ -30,9 +30,8 @@ from gelulab.backends import (
     get_backend,
 )
 from gelulab.benchmarks.runner import counter_growth
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.contract import (
+from gelulab.core.contracts.contract import (
     PROTOCOLS,
     ArrayOps,
     Capabilities,
@@ -41,8 +40,9 @@ from gelulab.core.contract import (
     Package,
     TrainableEncoder,
 )
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.report import environment
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.report import environment
 from gelulab.experiments.identify.command import evaluate
 
 PYPROJECT = tomllib.loads((Path(gelulab.__file__).parent / "pyproject.toml").read_text())
@@ -200,7 +200,7 @@ def test_array_ops_against_their_definitions(backend):
     assert backend.to_numpy(m.where(x > 0, x, 0.0)).tolist() == [0.0, 1.0, 0.0]
     for name in backend.capabilities.dtypes:
         assert m.dtype_name(m.astype(x, name)) == name
-        # core.dtypes' wide dtype; narrower only on a device without it (TPU)
+        # core.numerics.dtypes' wide dtype; narrower only on a device without it (TPU)
         assert m.wide(name) == DTYPES[name].wide or (backend.device == "tpu" and m.wide(name) == name), name
     assert isinstance(m.formula_scope(), AbstractContextManager)
 

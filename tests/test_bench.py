@@ -16,7 +16,7 @@ from gelulab.benchmarks.grid import AXES, CPU_SIZES, Cell, parse_size, spec_from
 from gelulab.benchmarks.runner import counter_growth, hooks, input_array, run_cell
 from gelulab.benchmarks.timer import QUICK, TimerConfig, measure, timed_blocks, warm_up
 from gelulab.core.activations import ACTIVATIONS, IMPLS
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 # ---------------------------------------------------------------------------------------------------- the timer
 

@@ -18,7 +18,7 @@ import pytest
 from gelulab.backends import requested_backends
 from gelulab.benchmarks import activations
 from gelulab.benchmarks import model as bench_model
-from gelulab.core import config
+from gelulab.core.plumbing import config
 
 FIRST_CALL_ROWS = 7  # 2 scenarios × (first call, new shape), warm new shape, warm plain call, after vmap
 
@@ -55,6 +55,8 @@ def _positive_finite(text: str) -> bool:
 def quick(tmp_path_factory):
     """One quick run: (exit code, stdout, model.json, model.md). The torch kernel's compiled loop is not built
     in the timing process (GELULAB_KERNEL_COMPILE=off: the run is about structure, not speed)."""
+    if not any(requested_backends() is None or b in requested_backends() for b in bench_model.SUBJECTS):
+        pytest.skip(f"no selected backend has a model benchmark (those with one: {sorted(bench_model.SUBJECTS)})")
     out = tmp_path_factory.mktemp("bench-model")
     stdout = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(stdout):

@@ -13,7 +13,7 @@ from conftest import SELECTED
 
 from gelulab import cli
 from gelulab.backends import capabilities
-from gelulab.core import report
+from gelulab.core.plumbing import report
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 

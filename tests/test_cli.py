@@ -96,7 +96,7 @@ def test_a_handler_installed_outside_python_is_left_in_place(capsys, tmp_path, m
 def test_ctrl_c_before_the_command_starts_is_one_line_and_exit_130(capsys, tmp_path, monkeypatch):
     import contextlib
 
-    from gelulab.core import output
+    from gelulab.core.plumbing import output
 
     @contextlib.contextmanager
     def ctrl_c_while_starting():
@@ -217,7 +217,7 @@ def test_flagged_cells_are_split_by_kind(tmp_path):
 
 
 def test_fault_kind_defaults_for_new_entries():
-    from gelulab.core.known_faults import KnownFault
+    from gelulab.core.parity.known_faults import KnownFault
 
     assert KnownFault("r", "https://github.com/pytorch/pytorch/issues/1").classification == "upstream"
     assert KnownFault("r", "no upstream report found (2026-11)").classification == "unreported"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.reference import reference
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.parity.reference import reference
 
 FORMS = list(ACTIVATIONS)
 

@@ -15,8 +15,8 @@ import pytest
 from conftest import SELECTED
 
 from gelulab.backends import get_backend
-from gelulab.core import cpu_dispatch
-from gelulab.core.known_faults import MEASURED_DISPATCH, KnownFault
+from gelulab.core.parity import cpu_dispatch
+from gelulab.core.parity.known_faults import MEASURED_DISPATCH, KnownFault
 from gelulab.experiments.parity.engine import Group
 
 
@@ -51,7 +51,7 @@ def test_xla_level_is_capped_by_the_flag_and_keeps_other_flags():
 @pytest.mark.parametrize("level", cpu_dispatch.host_levels("numpy"))
 def test_numpy_runs_at_the_forced_level(level):
     env = cpu_dispatch.forced_env("numpy", level)
-    code = ("from numpy._core import _multiarray_umath as m; from gelulab.core.cpu_dispatch import numpy_level; "
+    code = ("from numpy._core import _multiarray_umath as m; from gelulab.core.parity.cpu_dispatch import numpy_level; "
             "print(numpy_level(), sorted(d for d in m.__cpu_dispatch__ if m.__cpu_features__[d]))")
     got, enabled = _in_child(code, env).split(" ", 1)
     assert got == level
@@ -125,7 +125,7 @@ def test_a_cell_that_moves_with_the_level_passes_the_suite_on_each_level():
 @pytest.mark.slow
 @pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")
 def test_parity_reports_a_fault_that_depends_on_the_machine_as_known(tmp_path):
-    """A fault that no forcible level decides (core.known_faults `varies`) is known wherever it shows: the parity
+    """A fault that no forcible level decides (core.parity.known_faults `varies`) is known wherever it shows: the parity
     report names what it depends on and `--fail-on-new` exits 0, whether the cells fail here or not."""
     argv = ["parity", "--backend", "torch", "--impl", "builtin", "--activation", "gelu_none", "--dtype", "float16",
             "--order", "0", "--mode", "eager", "--no-plots", "--fail-on-new", "--out", str(tmp_path)]

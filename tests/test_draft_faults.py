@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from types import SimpleNamespace
 
-from gelulab.core.known_faults import KnownFault, fault
+from gelulab.core.parity.known_faults import KnownFault, fault
 from gelulab.experiments.parity.draft import TO_CHECK, draft_faults, draft_groups
 
 

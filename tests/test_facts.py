@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gelulab.core.activations import ACTIVATIONS, IMPLS
-from gelulab.core.reference import reference
+from gelulab.core.parity.reference import reference
 
 
 def _run(backend, key, x, impl, order=0, mode="eager"):

@@ -7,7 +7,7 @@ Expected variants come from each framework's documentation: torch.nn.functional.
 x Phi(x), 'tanh' the tanh form), jax.nn.gelu (approximate=True by default: the tanh form), tf.nn.gelu and
 keras.activations.gelu (approximate=False by default: exact), and the formula each transformers class states in
 transformers/activations.py. The fault signatures expected are the upstream faults the parity suite lists
-(core/known_faults.py: torch's 1+erf, the three frameworks' 1+tanh, NaN at -inf, tf.nn.gelu's float32 constants).
+(core/parity/known_faults.py: torch's 1+erf, the three frameworks' 1+tanh, NaN at -inf, tf.nn.gelu's float32 constants).
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import readme_blocks
 from conftest import available, requires
 
 from gelulab import cli, identify
-from gelulab.experiments.identify import expression as identify_expression
-from gelulab.core.activations import ACTIVATIONS
 from gelulab.api.probe import PROBE, SEPARATING, CallableFailed, tolerance
+from gelulab.core.activations import ACTIVATIONS
+from gelulab.experiments.identify import expression as identify_expression
 
 SILU = "silu" if "silu" in ACTIVATIONS else None  # SiLU is a variant once the catalogue has it
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from gelulab.backends import BACKEND_NAMES, BackendUnavailable, get_backend, parse_backend_list
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, check_mode
-from gelulab.core.dtypes import DTYPES
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.plumbing import config
 
 
 @pytest.mark.parametrize("bad", [True, False, None, "exact", "erf", "", 1])

@@ -1,4 +1,4 @@
-"""Ctrl-C held back while a framework starts (gelulab.core.interrupts): a SIGINT or SIGTERM sent inside
+"""Ctrl-C held back while a framework starts (gelulab.core.plumbing.interrupts): a SIGINT or SIGTERM sent inside
 held_interrupts() runs its handler when the block ends, never inside it, whichever thread receives it, and the
 handlers afterwards are those before. The signals are real ones, sent with os.kill or, to one thread, with
 signal.pthread_kill."""
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gelulab.core.interrupts import dropped_interrupts_sent_again, held_interrupts
+from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again, held_interrupts
 
 
 def _handlers() -> dict:

@@ -1,4 +1,4 @@
-"""gelulab's float32 kernels (impl "kernel", core.kernels) per backend: against the correctly rounded mpmath
+"""gelulab's float32 kernels (impl "kernel", core.numerics.kernels) per backend: against the correctly rounded mpmath
 reference on a spread of float32 bit patterns and the hard points (the zeros of f' and f'', the underflow tails,
 the smallest normal result), float32 only in the graph, the special values, and second-order graphs that stay
 connected (ReLU included). The catalogue fields the kernels and `gelulab verify` read (kernel: clamp points and
@@ -13,14 +13,14 @@ import mpmath
 import numpy as np
 import pytest
 
-from gelulab.core import kernel_coeffs as KC
-from gelulab.core import kernel_fit
-from gelulab.core import kernels as K
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.metrics import ulp_distance
-from gelulab.core.reference import reference
-from gelulab.core.tolerances import KERNEL_GOALS
+from gelulab.core.numerics import kernel_coeffs as KC
+from gelulab.core.numerics import kernel_fit
+from gelulab.core.numerics import kernels as K
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.numerics.metrics import ulp_distance
+from gelulab.core.parity.reference import reference
+from gelulab.core.parity.tolerances import KERNEL_GOALS
 
 pytestmark = pytest.mark.backend_needs("kernels")  # on the backends that have kernels (their record)
 KEYS = [k for k, a in ACTIVATIONS.items() if a.kernel is not None]
@@ -81,7 +81,7 @@ def test_special_values(backend, key):
             y = backend.to_numpy(backend.function(key, "kernel", order, mode)(backend.asarray(x)))
             same = (y == ref) | (np.isnan(y) & np.isnan(ref))
             if order > 0 and not ACTIVATIONS[key].nan_derivative:
-                same[4] = True  # ReLU'(NaN) is not defined (core.tolerances.UNCOMPARED_NAN_DERIVATIVE)
+                same[4] = True  # ReLU'(NaN) is not defined (core.parity.tolerances.UNCOMPARED_NAN_DERIVATIVE)
             if order == 0 and ACTIVATIONS[key].zero_sign:
                 zero = ref == 0
                 same[zero] &= np.signbit(y[zero]) == np.signbit(ref[zero])  # f(-0) = -0, f(-inf) = -0
@@ -131,7 +131,7 @@ def test_no_float64_in_the_graph(backend, key):
     for order in (0, 1):
         dts = _dtypes_in_graph(backend.name, backend.function(key, "kernel", order), x)
         if dts is None:
-            pytest.skip("numpy has no graph; it runs the same core.kernels code as the other backends")
+            pytest.skip("numpy has no graph; it runs the same core.numerics.kernels code as the other backends")
         assert "float64" not in dts, (order, dts)
 
 
@@ -162,8 +162,8 @@ def test_relu_second_order_graph_is_connected(backend):
 
 
 def test_coefficients_are_what_the_fitting_script_makes():
-    # a regeneration check (the committed core/kernel_coeffs.py is current), not a reference check: the exp
-    # polynomial and a root window refitted by core/kernel_fit.py give the committed coefficients. The window's
+    # a regeneration check (the committed core/numerics/kernel_coeffs.py is current), not a reference check: the exp
+    # polynomial and a root window refitted by core/numerics/kernel_fit.py give the committed coefficients. The window's
     # weighted least squares run through LAPACK, whose float64 bits depend on the CPU's BLAS kernels (OpenBLAS picks
     # them by processor), so its float32-rounded coefficients may differ by a rounding step: measured, SILU_J2's
     # last coefficient is 1 float32 step apart between an AMD EPYC and an Intel Xeon
@@ -239,7 +239,7 @@ def test_an_entry_without_a_kernel_is_refused_and_left_out(backend, monkeypatch)
 
 
 def test_exp_polynomial_against_mpmath():
-    # EXP_Q(r) = (e^-r - 1 + r) / r^2 on |r| <= 0.42 (core/kernel_fit.py), checked at points of its range with the
+    # EXP_Q(r) = (e^-r - 1 + r) / r^2 on |r| <= 0.42 (core/numerics/kernel_fit.py), checked at points of its range with the
     # committed float32 coefficients evaluated in float64: the relative error of a float32-coefficient fit
     import mpmath
 

@@ -2,7 +2,7 @@
 Keras layers (fit, model.save / keras.models.load_model, also in a fresh process), flax.linen modules and the
 functions in a flax.nnx model (train under jax.jit); and the README's three-line blocks, run as written.
 
-References: core.reference (mpmath) for the layers' values; the frameworks' own layers (torch.nn.GELU's repr and
+References: core.parity.reference (mpmath) for the layers' values; the frameworks' own layers (torch.nn.GELU's repr and
 values). Training: a 4 -> 16 -> 1 MLP fitting y = sin(x1 + x2 + x3 + x4) on 64 fixed points, float32 (jax float64
 needs jax_enable_x64), Adam lr 1e-2; "trains" means the loss after 30 steps is below 0.8 of the first.
 """
@@ -18,7 +18,7 @@ import readme_blocks
 from conftest import requires
 
 from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
-from gelulab.core.reference import reference
+from gelulab.core.parity.reference import reference
 
 KEYS = list(ACTIVATIONS)
 RNG = np.random.default_rng(0)

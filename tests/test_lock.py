@@ -1,4 +1,4 @@
-"""One run at a time per results folder (core.lock): a second run into a held folder is refused at once with one
+"""One run at a time per results folder (core.plumbing.lock): a second run into a held folder is refused at once with one
 line naming the holder (exit code 2), the holder goes on and completes; the lock is released on every exit (an
 exception, SIGTERM); a lock left by a process that died without releasing it (SIGKILL) is taken over with one
 note.
@@ -22,18 +22,18 @@ from conftest import SELECTED
 import gelulab
 from gelulab import cli
 from gelulab.backends import capabilities
-from gelulab.core import lock
+from gelulab.core.plumbing import lock
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
 TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
-HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.lock import hold\nwith hold(sys.argv[1]):\n"
+HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"
                  "    print('held', flush=True)\n    time.sleep(60)\n")
 
 
 def _holder_process(folder: Path) -> subprocess.Popen:
-    """A process holding `folder` (core.lock.hold) until killed; returns once it holds it."""
+    """A process holding `folder` (core.plumbing.lock.hold) until killed; returns once it holds it."""
     p = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(folder)], env=ENV, stdout=subprocess.PIPE,
                          text=True)
     assert p.stdout.readline().strip() == "held"
@@ -110,7 +110,7 @@ def test_the_same_thread_may_hold_a_folder_twice_another_thread_may_not(tmp_path
 def test_a_stale_lock_of_a_dead_process_is_taken_over_with_one_note(tmp_path, capsys):
     folder = tmp_path / "out"
     # a process that took the lock and was killed without releasing it
-    killed = subprocess.run([sys.executable, "-c", ("import os, sys\nfrom gelulab.core.lock import hold\n"
+    killed = subprocess.run([sys.executable, "-c", ("import os, sys\nfrom gelulab.core.plumbing.lock import hold\n"
                              "with hold(sys.argv[1]):\n    os.kill(os.getpid(), 9)\n"), str(folder)],
                             env=ENV, check=False)
     assert killed.returncode == -signal.SIGKILL
@@ -134,7 +134,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_one_note(tmp_path, ca
 @pytest.mark.subprocess
 def test_sigterm_releases_the_lock(tmp_path):
     folder = tmp_path / "out"
-    code = ("import sys, time\nfrom gelulab import cli\nfrom gelulab.core.lock import hold\n"
+    code = ("import sys, time\nfrom gelulab import cli\nfrom gelulab.core.plumbing.lock import hold\n"
             "with cli._interrupt_handlers():\n    try:\n        with hold(sys.argv[1]):\n"
             "            print('held', flush=True)\n            time.sleep(60)\n"
             "    except KeyboardInterrupt:\n        sys.exit(143)\n")

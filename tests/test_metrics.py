@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gelulab.core.metrics import abs_error, rel_error, summarize, ulp_distance
+from gelulab.core.numerics.metrics import abs_error, rel_error, summarize, ulp_distance
 
 DTS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 

@@ -23,8 +23,9 @@ from sklearn.datasets import make_moons
 from gelulab import cli as gelulab
 from gelulab.backends import BACKEND_NAMES, capabilities, installed_backends, selected_backends
 from gelulab.backends.numpy import activations as npx
-from gelulab.core import stats, training
+from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.contracts import training
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 

@@ -30,7 +30,7 @@ from conftest import SELECTED
 import gelulab
 from gelulab import cli
 from gelulab.backends import capabilities, get_backend
-from gelulab.core import config, output, provenance
+from gelulab.core.plumbing import config, output, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 # subprocesses import the same gelulab as this test session (the folder holding it first on their path)

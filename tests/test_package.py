@@ -41,22 +41,24 @@ def test_the_root_holds_no_module_but_the_packages_own():
 def test_imports_follow_the_declared_architecture():
     proc = _lint_imports(ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+    assert "Contracts: 4 kept, 0 broken." in proc.stdout
 
 
 @pytest.mark.subprocess
 def test_the_checker_fails_on_a_wrong_way_import(tmp_path):
-    """The contracts catch a core module importing an experiment and an experiment importing a framework, so the
-    test above can fail."""
+    """The contracts catch a core module importing an experiment, an experiment importing a framework and core's
+    numerics importing the contracts above them, so the test above can fail."""
     copy = _checkout_copy(tmp_path / "gelulab")
     (copy / "core" / "wrong_way.py").write_text("def f():\n    from gelulab.experiments.moons import config\n")
     (copy / "experiments" / "wrong_framework.py").write_text("import torch\n")
+    (copy / "core" / "numerics" / "wrong_layer.py").write_text("from gelulab.core.contracts import interface\n")
     proc = _lint_imports(copy, pythonpath=tmp_path)
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "Contracts: 0 kept, 2 broken." in proc.stdout
+    assert "Contracts: 1 kept, 3 broken." in proc.stdout
     assert "gelulab.core.wrong_way -> gelulab.experiments.moons.config" in proc.stdout
     assert "gelulab.experiments is not allowed to import torch" in proc.stdout
     assert "gelulab.experiments.wrong_framework -> torch" in proc.stdout
+    assert "gelulab.core.numerics.wrong_layer -> gelulab.core.contracts.interface" in proc.stdout
 
 
 def test_version_is_written_once_in_pyproject():
@@ -94,7 +96,7 @@ def test_wheel_has_one_top_level_name_beside_a_users_core_package(tmp_path):
         assert z.read(top_level).decode().split() == ["gelulab"]
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"gelulab"}
     assert not any(n.startswith("gelulab/tests/") for n in names)
-    for module in ("gelulab/core/contract.py", "gelulab/backends/jax/__init__.py", "gelulab/cli/__init__.py",
+    for module in ("gelulab/core/contracts/contract.py", "gelulab/backends/jax/__init__.py", "gelulab/cli/__init__.py",
                    "gelulab/experiments/moons/study.py", "gelulab/benchmarks/trainstep.py",
                    "gelulab/experiments/swap/data/sentence_pairs.tsv"):
         assert module in names, module
@@ -108,9 +110,9 @@ def test_wheel_has_one_top_level_name_beside_a_users_core_package(tmp_path):
     (project / "core").mkdir(parents=True)
     (project / "core" / "__init__.py").write_text("")
     (project / "core" / "config.py").write_text("SETTING = 'the user project'\n")
-    script = ("import core.config, gelulab, gelulab.core.config, gelulab.backends\n"
+    script = ("import core.config, gelulab, gelulab.core.plumbing.config, gelulab.backends\n"
               "assert core.config.SETTING == 'the user project', core.config.__file__\n"
-              "assert gelulab.core.config.DEVICES == ('cpu', 'gpu', 'tpu')\n"
+              "assert gelulab.core.plumbing.config.DEVICES == ('cpu', 'gpu', 'tpu')\n"
               "b = gelulab.get_backend('numpy')\n"
               "print(gelulab.__file__, gelulab.__version__, b.to_numpy(b.relu(b.asarray([-1.0, 2.0]))).tolist())\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

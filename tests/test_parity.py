@@ -1,5 +1,5 @@
 """The parity suite: every selected backend x impl x activation x dtype x mode x derivative order x region against
-the correctly rounded mpmath reference, under the tolerance table of core.tolerances.
+the correctly rounded mpmath reference, under the tolerance table of core.parity.tolerances.
 
 Cells that match a known upstream fault are xfail(strict=True): the suite says so when the framework is fixed. A
 fault that depends on the machine (a CPU dispatch level never measured, or a fault no forcible setting decides) is
@@ -15,9 +15,9 @@ import pytest
 from conftest import SELECTED
 
 from gelulab.backends import get_backend
-from gelulab.core.known_faults import known_fault
+from gelulab.core.parity.known_faults import known_fault
+from gelulab.core.parity.regions import REGIONS
 from gelulab.experiments.parity.engine import Group, check, evaluate, groups
-from gelulab.core.regions import REGIONS
 
 pytestmark = pytest.mark.parity
 

@@ -75,7 +75,7 @@ def test_relu_odd_part_is_identity_exactly(backend, impl):
         normal = np.abs(x) >= np.finfo(np.float32).smallest_normal
         assert np.array_equal((r - rm)[normal], x[normal])
         # subnormal inputs: exact, or within the flush-to-zero slack where the platform flushes subnormals
-        # (core.tolerances.OVERRIDES; measured: TensorFlow's scalar path returns relu(-1e-45) = -1e-45)
+        # (core.parity.tolerances.OVERRIDES; measured: TensorFlow's scalar path returns relu(-1e-45) = -1e-45)
         slack = 2 * np.finfo(np.float32).smallest_normal
         assert np.all(np.abs((r - rm) - x)[~normal] <= slack)
 
@@ -119,7 +119,7 @@ def test_increasing_above_the_largest_critical_point(backend, key, impl, dtype):
         xs = sorted(set(xs))
         g, _ = _f(backend, key, impl, xs, dtype)
         # non-decreasing, up to a rounding step where GELU is flat next to its minimum, and up to the flush-to-zero
-        # slack for subnormals (core.tolerances.OVERRIDES; measured: TensorFlow's relu(-2.2e-313) = -2.2e-313 in
+        # slack for subnormals (core.parity.tolerances.OVERRIDES; measured: TensorFlow's relu(-2.2e-313) = -2.2e-313 in
         # float64 once XLA has run, beside relu(-0.5) = 0)
         slack = 2 * float(np.finfo(DTYPES[dtype]).smallest_normal)
         assert np.all(np.diff(g) >= -2 * eps * np.abs(g[1:]) - slack)

@@ -13,9 +13,9 @@ import pytest
 import scipy.special
 
 from gelulab.core.activations import ACTIVATIONS, get_activation
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.reference import reference, reference_float, reference_mp
-from gelulab.core.tolerances import in_root_window
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.parity.reference import reference, reference_float, reference_mp
+from gelulab.core.parity.tolerances import in_root_window
 
 
 @pytest.mark.parametrize(

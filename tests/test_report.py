@@ -1,11 +1,11 @@
-"""gelulab.core.report.environment(): a missing optional package is recorded, never fatal; threads in effect per backend."""
+"""gelulab.core.plumbing.report.environment(): a missing optional package is recorded, never fatal; threads in effect per backend."""
 from __future__ import annotations
 
 import types
 
 from gelulab.backends import capabilities
-from gelulab.core.interface import Backend
-from gelulab.core.report import environment
+from gelulab.core.contracts.interface import Backend
+from gelulab.core.plumbing.report import environment
 
 
 def _module(versions, threads=None):

@@ -25,8 +25,8 @@ from conftest import SELECTED, available, gelulab_argv
 import gelulab
 from gelulab import cli
 from gelulab.backends import capabilities
-from gelulab.core import report
 from gelulab.core.activations import IMPLS
+from gelulab.core.plumbing import report
 from gelulab.experiments.moons import config as M
 from gelulab.experiments.moons import study as X
 from gelulab.experiments.parity import command as parity

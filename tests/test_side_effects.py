@@ -29,7 +29,7 @@ import numpy as np
 
 names, modes = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 
-import gelulab, gelulab.backends, gelulab.core.activations, gelulab.core.interface
+import gelulab, gelulab.backends, gelulab.core.activations, gelulab.core.contracts.interface
 framework_modules = {c.package for c in gelulab.backends.REGISTRY.values()} - {"numpy"} | {"jaxlib", "keras"}
 imported_early = sorted(m for m in sys.modules if m.split(".")[0] in framework_modules)
 

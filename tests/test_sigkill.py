@@ -1,5 +1,5 @@
 """A command killed with SIGKILL leaves no process behind: its workers, their manager and the log filter end with it
-(core.interrupts.die_with_parent), so nothing goes on burning the cores after the command is gone.
+(core.plumbing.interrupts.die_with_parent), so nothing goes on burning the cores after the command is gone.
 
 Each test starts `python -m gelulab ...` in a session of its own, waits until its children run, kills the command
 with SIGKILL, and 5 s later counts the processes left in that session (psutil).

@@ -2,7 +2,7 @@
 and on Keras models (activation= arguments, Activation layers); the records; errors before any change.
 
 References: transformers' ACT2CLS (transformers/activations.py), which names the class each `hidden_act` builds,
-and the formula each class states; core.reference (mpmath) for what the model computes after the swap.
+and the formula each class states; core.parity.reference (mpmath) for what the model computes after the swap.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conftest import requires
 
 from gelulab import swap
 from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
-from gelulab.core.reference import reference
+from gelulab.core.parity.reference import reference
 
 # transformers hidden_act -> (the class ACT2CLS builds, the catalogue variant of its stated formula)
 HF_ACTS = {

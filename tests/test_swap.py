@@ -21,9 +21,9 @@ from conftest import requires
 
 from gelulab.backends import capabilities, get_backend, selected_backends
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.experiments.swap import model as bert
 from gelulab.experiments.swap import command as swap
 from gelulab.experiments.swap import hf
+from gelulab.experiments.swap import model as bert
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
 

@@ -1,6 +1,6 @@
 """torch eager calls of gelulab's kernels: no stall, every signature, transforms and a missing C++ compiler.
 
-The float64 path that serves eager calls until the compiled loop is built (GELULAB_KERNEL_COMPILE, core.config) is
+The float64 path that serves eager calls until the compiled loop is built (GELULAB_KERNEL_COMPILE, core.plumbing.config) is
 judged by the parity engine against the correctly rounded mpmath reference, like the compiled loop; the rest
 checks which path served a call, never how long it took (`gelulab bench` times them).
 """
@@ -15,7 +15,7 @@ import pytest
 from conftest import SELECTED
 
 from gelulab.backends import get_backend
-from gelulab.core.known_faults import known_fault
+from gelulab.core.parity.known_faults import known_fault
 from gelulab.experiments.parity.engine import check, evaluate, groups
 
 pytestmark = pytest.mark.skipif("torch" not in SELECTED, reason="torch not selected (GELULAB_BACKEND)")

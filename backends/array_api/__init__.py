@@ -1,11 +1,11 @@
 """The Array API backend: gelulab's formulas over array-api-strict, the reference namespace of the Python Array API
 standard (https://data-apis.org/array-api/), which holds float32 and float64 and offers only the standard's
 functions. No builtins (the standard has no activation functions), no autodiff (the closed-form derivatives of
-core.formulas instead), no compiler, and no kernels (the standard cannot reinterpret a float's bits as an
-integer). Its modules implement the Protocols of core.contract."""
+core.numerics.formulas instead), no compiler, and no kernels (the standard cannot reinterpret a float's bits as an
+integer). Its modules implement the Protocols of core.contracts.contract."""
 import sys
 
-from gelulab.core.contract import Capabilities
+from gelulab.core.contracts.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="array_api", package="array_api_strict", extra="array-api", modes=("eager",), devices=("cpu",),

@@ -9,7 +9,7 @@ The standard has exp but neither erfc nor a logistic sigmoid, so both are writte
   underflow (at most 15 measured against mpmath on 20,000 points of [-6, 27.5]), well inside gelulab's float64
   goal.
 * sigmoid(x) as 1 / (1 + e^-x) for x > 0 and e^x / (1 + e^x) otherwise (no overflow).
-derivative: the catalogue's closed forms (core.formulas), as the numpy backend does; no autodiff, no compiler, no
+derivative: the catalogue's closed forms (core.numerics.formulas), as the numpy backend does; no autodiff, no compiler, no
 builtins, no kernels (the standard has no bit casts).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from contextlib import nullcontext
 import array_api_strict as xp
 import numpy as np
 
-from gelulab.core.cpu_dispatch import numpy_level
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import closed_form
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.numerics.formulas import closed_form
+from gelulab.core.parity.cpu_dispatch import numpy_level
 
 _DTYPES = {"float32": xp.float32, "float64": xp.float64}
 _NAMES = {v: k for k, v in _DTYPES.items()}
@@ -57,7 +57,7 @@ def versions() -> dict:
 
 
 def cpu_dispatch() -> str:
-    """numpy's SIMD dispatch level (core.cpu_dispatch.numpy_level): array-api-strict's functions are numpy's."""
+    """numpy's SIMD dispatch level (core.parity.cpu_dispatch.numpy_level): array-api-strict's functions are numpy's."""
     return numpy_level()
 
 
@@ -102,7 +102,7 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float32, float64 -> float64)."""
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide: float32, float64 -> float64)."""
     return get_dtype(name).wide
 
 
@@ -162,7 +162,7 @@ def kernel(activation):
 
 def derivative(fn, activation):
     """The array_api backend has no autodiff: the derivative of any implementation of `activation` is the
-    catalogue's closed form (core.formulas.closed_form) in the wide dtype, rounded to the input's. One call raises
+    catalogue's closed form (core.numerics.formulas.closed_form) in the wide dtype, rounded to the input's. One call raises
     the order by one (max 2; ValueError beyond)."""
     order = getattr(fn, "order", 0) + 1
     if order > 2:

@@ -1,10 +1,10 @@
 """The JAX backend: jax.nn builtins, jax.vjp autodiff, jax.jit; flax and optax for training. Its modules implement
-the Protocols of core.contract."""
+the Protocols of core.contracts.contract."""
 import sys
 
 import numpy as np
 
-from gelulab.core.contract import Capabilities
+from gelulab.core.contracts.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="jax", package="jax", extra="jax", modes=("eager", "compiled"), devices=("cpu", "gpu", "tpu"),

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gelulab.core.cpu_dispatch import xla_level
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.parity.cpu_dispatch import xla_level
 
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 _state = {"device": None, "threads_requested": None, "threads_applied": None}
@@ -46,7 +46,7 @@ def _client_started() -> bool:
 
 
 def apply_settings(settings) -> dict:
-    """Apply core.settings.Settings to JAX (see gelulab.reproducible): XLA_FLAGS thread flags (only before the
+    """Apply core.plumbing.settings.Settings to JAX (see gelulab.reproducible): XLA_FLAGS thread flags (only before the
     client starts; later, a different count gives a RuntimeWarning and is not applied), jax_enable_x64,
     jax_default_matmul_precision ("highest" when settings.tf32 is False). Returns {setting: value set}."""
     done = {}
@@ -80,7 +80,7 @@ def apply_settings(settings) -> dict:
 
 def versions() -> dict:
     """{"jax", "jaxlib", "flax", "optax": version strings}. Raises ImportError without flax or optax
-    (core.report.environment records it as not installed)."""
+    (core.plumbing.report.environment records it as not installed)."""
     import flax
     import jaxlib
     import optax
@@ -89,7 +89,7 @@ def versions() -> dict:
 
 
 def cpu_dispatch() -> str | None:
-    """The ISA level XLA's CPU compiler targets (core.cpu_dispatch.xla_level: the host's, capped by
+    """The ISA level XLA's CPU compiler targets (core.parity.cpu_dispatch.xla_level: the host's, capped by
     --xla_cpu_max_isa in XLA_FLAGS), None on a processor other than x86-64."""
     return xla_level()
 
@@ -166,7 +166,7 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide), except float32 on a TPU, which has no
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide), except float32 on a TPU, which has no
     float64 and stays float32."""
     if name == "float32" and jax_device().platform == "tpu":
         return "float32"  # TPUs have no float64: float32 inputs are computed in float32 there
@@ -207,7 +207,7 @@ def with_derivatives(f0, f1, f2):
     """f0 with jvp t * f1(x), and f1 with jvp t * f2(x) (jax.custom_jvp; reverse mode transposes them), so
     jax.grad, jax.vjp and jax.jvp of f0 run f1 and f2, to second order. XLA's CPU runtime flushes subnormals, and
     reverse mode through e^w passes the cotangent e^w * (d f / d e^w), of the size of f itself: where f is just below
-    the smallest normal and f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of
+    the smallest normal and f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of
     one jax.Array returning an array of its dtype and shape. The returned function's attribute `d1` is f1 with its
     rule (backends/jax/kernels.py builds its kernels the same way)."""
     d1 = _with_jvp(f1, f2)

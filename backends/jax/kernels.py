@@ -1,4 +1,4 @@
-"""JAX glue for gelulab's float32 kernels (core.kernels): the kernel namespace over jax.numpy and jax.lax, and each
+"""JAX glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over jax.numpy and jax.lax, and each
 kernel as a jax.jit-compiled function with its own derivative (jax.custom_jvp), composable to second order.
 
 `kernel(key)(x)`: x a jax.Array of float32, bfloat16 or float16 (computed in float32, rounded once); its jvp is
@@ -16,14 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from gelulab.backends.jax.activations import with_derivatives
-from gelulab.core import kernels as K
 from gelulab.core.activations import get_activation
+from gelulab.core.numerics import kernels as K
 
 NAME = "jax"
 
 
 class _Namespace:
-    """The array operations core.kernels uses, in jax.numpy / jax.lax, float32 throughout."""
+    """The array operations core.numerics.kernels uses, in jax.numpy / jax.lax, float32 throughout."""
 
     @staticmethod
     def where(c, a, b):

@@ -4,7 +4,7 @@ The seeds are trained together with jax.vmap over the seed axis, and the 4400 st
 minibatches by default) run inside lax.scan (epochs) over lax.scan (minibatches), so the whole study of one
 arm is one XLA program, compiled once per (arm, impl, regime, dtype, shapes).
 
-matched: the shared numpy initial weights and order, and core.training.adam_step (Kingma & Ba 2015, Algorithm 1)
+matched: the shared numpy initial weights and order, and core.contracts.training.adam_step (Kingma & Ba 2015, Algorithm 1)
   wrapped as an optax.GradientTransformation.
 native: flax.linen.Dense's default initialisers (lecun_normal kernel, zero bias) from jax.random.key(seed),
   shuffling with jax.random.permutation, and optax.adam(lr, b1, b2) with its default eps = 1e-8.
@@ -21,7 +21,7 @@ import optax
 
 from gelulab.backends import get_backend
 from gelulab.backends.jax.activations import require_x64
-from gelulab.core.training import TrainOutput, TrainSpec, adam_step
+from gelulab.core.contracts.training import TrainOutput, TrainSpec, adam_step
 
 
 class MLP(nn.Module):
@@ -39,7 +39,7 @@ class MLP(nn.Module):
 
 
 def kingma_ba_adam(c1, c2, lr: float, beta1: float, beta2: float, eps: float) -> optax.GradientTransformation:
-    """gelulab.core.training.adam_step as an optax transformation; c1, c2: (T,) bias corrections 1 - beta^t, t = 1..T."""
+    """gelulab.core.contracts.training.adam_step as an optax transformation; c1, c2: (T,) bias corrections 1 - beta^t, t = 1..T."""
 
     def init(params):
         zeros = jax.tree.map(jnp.zeros_like, params)
@@ -149,7 +149,7 @@ def _native_start(spec: TrainSpec, model: MLP, dtype):
 
 def train(spec: TrainSpec) -> TrainOutput:
     """Train the spec's S seeds of one arm together; returns their curves and logits (see
-    core.training.TrainOutput).
+    core.contracts.training.TrainOutput).
 
     Raises ValueError for an unknown arm / impl (from the backend catalogue), or for a float64 spec while
     jax_enable_x64 is off (naming the setting).
@@ -166,7 +166,7 @@ def _train(spec: TrainSpec) -> TrainOutput:
                   spec.beta2, spec.eps)
     if spec.regime == "matched":
         params, order = _params_from_numpy(spec.init, dtype), jnp.asarray(spec.order)
-        recipe = ("shared numpy Glorot-uniform init and order; core.training.adam_step (Kingma & Ba Alg. 1) as an "
+        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) as an "
                   f"optax transformation, eps={spec.eps:g}")
     else:
         model = MLP(tuple(spec.hidden), get_backend("jax").function(spec.arm, spec.impl), dtype)

@@ -1,4 +1,4 @@
-"""JAX's activation callables that gelulab.identify is measured on (core.contract.Subjects): jax.nn's GELU (its
+"""JAX's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): jax.nn's GELU (its
 default approximate=True, the tanh form, and approximate=False), ReLU and SiLU. With jax_enable_x64 off, as a
 user has it, jax is probed in float32 only.
 """

@@ -1,8 +1,8 @@
 """The numpy backend: float64 reference-grade arithmetic on the host; closed-form derivatives, no autodiff, no
-compiler. Its modules implement the Protocols of core.contract."""
+compiler. Its modules implement the Protocols of core.contracts.contract."""
 import numpy as np
 
-from gelulab.core.contract import Capabilities
+from gelulab.core.contracts.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="numpy", package="numpy", extra=None, modes=("eager",), devices=("cpu",), autodiff=False,

@@ -2,7 +2,7 @@
 
 builtin: numpy/scipy has no GELU, so the builtin is the reference a numpy user writes, PyTorch OpInfo's
 `reference_gelu` (x * scipy.stats.norm.cdf(x), and the numpy tanh formula), evaluated in float64 and rounded to the
-input dtype (each catalogue entry's `builtins["numpy"]`). derivative: the closed-form derivatives of the catalogue (core.formulas), in the wide dtype.
+input dtype (each catalogue entry's `builtins["numpy"]`). derivative: the closed-form derivatives of the catalogue (core.numerics.formulas), in the wide dtype.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import scipy
 import scipy.special
 import scipy.stats
 
-from gelulab.core.cpu_dispatch import numpy_level
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.formulas import closed_form
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.numerics.formulas import closed_form
+from gelulab.core.parity.cpu_dispatch import numpy_level
 
 
 def setup(device: str) -> None:
@@ -42,7 +42,7 @@ def versions() -> dict:
 
 
 def cpu_dispatch() -> str:
-    """numpy's highest enabled SIMD dispatch target (core.cpu_dispatch.numpy_level, e.g. "x86_v4"), lowered with
+    """numpy's highest enabled SIMD dispatch target (core.parity.cpu_dispatch.numpy_level, e.g. "x86_v4"), lowered with
     NPY_DISABLE_CPU_FEATURES."""
     return numpy_level()
 
@@ -84,7 +84,7 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide: float16 -> float32,
     bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 

@@ -10,8 +10,8 @@ import numpy as np
 import scipy.special
 from threadpoolctl import threadpool_limits
 
-from gelulab.core import config as gelulab_config
-from gelulab.core.encoder import attention_bias
+from gelulab.core.contracts.encoder import attention_bias
+from gelulab.core.plumbing import config as gelulab_config
 
 
 def to_framework(params: dict) -> dict:

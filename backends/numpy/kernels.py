@@ -1,4 +1,4 @@
-"""numpy's array operations for gelulab's float32 kernels (core.kernels), and the kernels as numpy callables.
+"""numpy's array operations for gelulab's float32 kernels (core.numerics.kernels), and the kernels as numpy callables.
 
 numpy has no autodiff: each kernel callable carries its derivative as the attribute `d` (value -> f' -> f''),
 which backends/numpy/activations.derivative follows.
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gelulab.core import kernels as K
 from gelulab.core.activations import get_activation
+from gelulab.core.numerics import kernels as K
 
 NAME = "numpy"
 

@@ -1,8 +1,8 @@
 """The TensorFlow backend: tf.nn builtins, tf.GradientTape autodiff, tf.function(jit_compile=True) (XLA); Keras
-for the native training regime. Its modules implement the Protocols of core.contract."""
+for the native training regime. Its modules implement the Protocols of core.contracts.contract."""
 import sys
 
-from gelulab.core.contract import Capabilities
+from gelulab.core.contracts.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="tensorflow", package="tensorflow", extra="tensorflow", modes=("eager", "compiled"),

@@ -15,8 +15,8 @@ from contextlib import nullcontext
 import numpy as np
 import tensorflow as tf
 
-from gelulab.core.cpu_dispatch import xla_level
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.parity.cpu_dispatch import xla_level
 
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
 _NAMES = {v: k for k, v in _TF.items()}
@@ -34,7 +34,7 @@ def setup(device: str) -> None:
 
 
 def apply_settings(settings) -> dict:
-    """Apply core.settings.Settings to TensorFlow (see gelulab.reproducible): intra-op and inter-op thread pools
+    """Apply core.plumbing.settings.Settings to TensorFlow (see gelulab.reproducible): intra-op and inter-op thread pools
     (tf.config.threading; only before TF's runtime starts: later, a different count gives a RuntimeWarning and the
     runtime keeps its own, which threads() reports with "applied": False) and
     tf.config.experimental.enable_tensor_float_32_execution(settings.tf32). Returns {setting: value set}."""
@@ -73,7 +73,7 @@ def versions() -> dict:
 
 
 def cpu_dispatch() -> str | None:
-    """The ISA level XLA targets in TensorFlow's compiled mode (core.cpu_dispatch.xla_level; TF's eager kernels are
+    """The ISA level XLA targets in TensorFlow's compiled mode (core.parity.cpu_dispatch.xla_level; TF's eager kernels are
     built into its wheel), None on a processor other than x86-64."""
     return xla_level()
 
@@ -134,7 +134,7 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide: float16 -> float32,
     bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 
@@ -176,7 +176,7 @@ def with_derivatives(f0, f1, f2):
     """f0 with gradient g * f1(x), and f1 with gradient g * f2(x) (tf.custom_gradient, nested), so nested
     GradientTapes run f1 and f2 to second order. TensorFlow's CPU kernels and XLA flush subnormals, and the
     gradient through e^w passes a cotangent of the size of f itself: where f is just below the smallest normal and
-    f' is not, autodiff returns 0 (core.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor returning
+    f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor returning
     a tensor of its dtype and shape."""
 
     @tf.custom_gradient

@@ -43,7 +43,7 @@ def hidden_states(p: dict, ids, mask, config, activation) -> list:
     ids, mask: (B, T) integer arrays (numpy or tf); activation: elementwise callable on tf tensors.
     """
     ids = tf.convert_to_tensor(ids, tf.int32)
-    # additive padding bias (B, 1, 1, T), as core.encoder.attention_bias: 0 on real keys, float32 min on padding
+    # additive padding bias (B, 1, 1, T), as core.contracts.encoder.attention_bias: 0 on real keys, float32 min on padding
     bias = (1.0 - tf.cast(mask, tf.float32))[:, None, None, :] * np.finfo(np.float32).min
     b, t = tf.shape(ids)[0], tf.shape(ids)[1]
     x = tf.gather(p["word"], ids) + p["position"][:t] + p["token_type"][0]

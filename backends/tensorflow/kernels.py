@@ -1,4 +1,4 @@
-"""TensorFlow glue for gelulab's float32 kernels (core.kernels): the kernel namespace over tf, and each kernel as a
+"""TensorFlow glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over tf, and each kernel as a
 tf.custom_gradient function whose gradient is the f' kernel, itself a tf.custom_gradient function with the f''
 kernel, so nested GradientTapes compose to second order (and the second-order graph of ReLU stays connected).
 
@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from gelulab.backends.tensorflow.activations import with_derivatives
-from gelulab.core import kernels as K
 from gelulab.core.activations import get_activation
+from gelulab.core.numerics import kernels as K
 
 NAME = "tensorflow"
 
@@ -29,7 +29,7 @@ def _t(v):
 
 
 class _Namespace:
-    """The array operations core.kernels uses, in TensorFlow, float32 throughout."""
+    """The array operations core.numerics.kernels uses, in TensorFlow, float32 throughout."""
 
     @staticmethod
     def where(c, a, b):

@@ -1,8 +1,8 @@
 """The PyTorch backend: torch.nn.functional builtins, torch.func autodiff, torch.compile (inductor). Its modules
-implement the Protocols of core.contract."""
+implement the Protocols of core.contracts.contract."""
 import sys
 
-from gelulab.core.contract import Capabilities
+from gelulab.core.contracts.contract import Capabilities
 
 CAPABILITIES = Capabilities(
     name="torch", package="torch", extra="torch", modes=("eager", "compiled"), devices=("cpu", "gpu"),

@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 _TORCH = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _NAMES = {v: k for k, v in _TORCH.items()}
@@ -35,7 +35,7 @@ def setup(device: str) -> None:
 
 
 def apply_settings(settings) -> dict:
-    """Apply core.settings.Settings to torch (see gelulab.reproducible): torch.set_num_threads(threads) (intra-op;
+    """Apply core.plumbing.settings.Settings to torch (see gelulab.reproducible): torch.set_num_threads(threads) (intra-op;
     any time), and with tf32 False/True torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     (float32 matmuls and convolutions in full float32 on GPUs when False, as Keras' test set-up does). Returns
     {setting: value set}."""
@@ -68,7 +68,7 @@ def versions() -> dict:
 
 def cpu_dispatch() -> str:
     """ATen's CPU kernel level in this process, lower case: torch.backends.cpu.get_cpu_capability() ("default",
-    "avx2", "avx512"; elsewhere e.g. "sve256"), lowered with ATEN_CPU_CAPABILITY (core.cpu_dispatch)."""
+    "avx2", "avx512"; elsewhere e.g. "sve256"), lowered with ATEN_CPU_CAPABILITY (core.parity.cpu_dispatch)."""
     return torch.backends.cpu.get_cpu_capability().lower()
 
 
@@ -118,7 +118,7 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.dtypes DType.wide: float16 -> float32,
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide: float16 -> float32,
     bfloat16/float32/float64 -> float64)."""
     return get_dtype(name).wide
 

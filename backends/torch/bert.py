@@ -1,7 +1,7 @@
 """PyTorch BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (torch.optim.Adam).
 
 Architecture: Devlin et al. 2019 (arXiv:1810.04805), post-LayerNorm, as transformers' BertModel; attention through
-torch.nn.functional.scaled_dot_product_attention with the additive padding bias of core.encoder.attention_bias.
+torch.nn.functional.scaled_dot_product_attention with the additive padding bias of core.contracts.encoder.attention_bias.
 The FFN activation is any callable, e.g. `backends.get_backend("torch").function(key, impl)`.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from gelulab.backends.torch.activations import torch_device
-from gelulab.core.encoder import attention_bias
+from gelulab.core.contracts.encoder import attention_bias
 
 
 def to_framework(params: dict) -> dict:

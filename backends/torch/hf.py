@@ -1,4 +1,4 @@
-"""The transformers BertModel on torch (core.contract.PretrainedBert), as `gelulab swap` runs it beside gelulab's
+"""The transformers BertModel on torch (core.contracts.contract.PretrainedBert), as `gelulab swap` runs it beside gelulab's
 own encoders.
 
 A folder of pretrained BERT weights (config.json, model.safetensors; experiments/swap packages all-MiniLM-L6-v2)

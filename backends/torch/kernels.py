@@ -1,4 +1,4 @@
-"""PyTorch glue for gelulab's float32 kernels (core.kernels): the kernel namespace over torch, each kernel as a
+"""PyTorch glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over torch, each kernel as a
 torch.autograd.Function whose backward is the next kernel (f' then f''), so torch.autograd.grad(...,
 create_graph=True) and torch.func.vjp compose to second order, and one fused kernel per call in eager mode.
 
@@ -6,7 +6,7 @@ Eager calls run the kernel through torch.compile (inductor): one fused loop inst
 built once per kernel and device for every shape (the input is flattened to one dynamic dimension; sizes 0 and 1,
 which dynamo specialises, and calls inside torch.func transforms take the float64 path below). The build takes
 seconds to a minute, so it never stalls the caller: by default (GELULAB_KERNEL_COMPILE=background) calls compute
-through gelulab's float64 formula and closed-form derivatives (core.formulas; the same accuracy contract, slower
+through gelulab's float64 formula and closed-form derivatives (core.numerics.formulas; the same accuracy contract, slower
 per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way its loop is built in a background
 thread; calls switch to it when it is built. The build thread is not a daemon (one cut short at exit aborts the
 process); a build still running when the program ends stops there, silently. Short scripts, which never reach
@@ -35,10 +35,10 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from gelulab.backends.torch import activations as _xp
-from gelulab.core import config
-from gelulab.core import kernels as K
 from gelulab.core.activations import ACTIVATIONS, get_activation
-from gelulab.core.formulas import closed_form
+from gelulab.core.numerics import kernels as K
+from gelulab.core.numerics.formulas import closed_form
+from gelulab.core.plumbing import config
 
 NAME = "torch"
 BUILD_AFTER_S = 0.5  # background builds start once a kernel's float64 calls have taken this long
@@ -52,7 +52,7 @@ def _i32(u: int) -> int:
 
 
 class _Namespace:
-    """The array operations core.kernels uses, in torch, float32 throughout."""
+    """The array operations core.numerics.kernels uses, in torch, float32 throughout."""
 
     @staticmethod
     def where(c, a, b):
@@ -185,7 +185,7 @@ class _Compiled:
 
     def __init__(self, key, orders, *fns, bf16=False):
         self.key, self.orders, self.fns = key, orders, fns
-        self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.kernels.kernel_function
+        self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.numerics.kernels.kernel_function
         self._ready = {}  # device type -> the compiled loop, or None where it could not be built
         self._building = {}  # device type -> an Event set once its build has ended
         self._float64_s = 0.0  # seconds its calls have spent on the float64 path
@@ -197,7 +197,7 @@ class _Compiled:
         return out if len(out) > 1 else out[0]
 
     def _float64(self, x):
-        """The same values by gelulab's float64 formula and closed forms (core.formulas), rounded once to x's
+        """The same values by gelulab's float64 formula and closed forms (core.numerics.formulas), rounded once to x's
         dtype: no compiler, any shape, inside any torch.func transform."""
         act = get_activation(self.key)
         out = tuple(act.formula(_xp, x) if o == 0 else closed_form(act, _xp, x.double(), o).to(x.dtype)

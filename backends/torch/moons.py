@@ -6,7 +6,7 @@ whose weights carry a leading seed axis (torch.baddbmm: one batched matmul per l
 summed loss over seeds has, for each seed's parameters, exactly that seed's gradient, and Adam is elementwise,
 so each seed trains as it would alone.
 
-matched: the shared numpy initial weights and order, and core.training.adam_step (Kingma & Ba 2015,
+matched: the shared numpy initial weights and order, and core.contracts.training.adam_step (Kingma & Ba 2015,
   Algorithm 1) as a torch.optim.Optimizer.
 native: torch.nn.Linear's default initialisation (kaiming_uniform(a=sqrt 5) weight, U(+-1/sqrt(fan_in))
   bias) under torch.manual_seed(seed), the order of a DataLoader(shuffle=True): torch.randperm with a
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from gelulab.backends import get_backend
-from gelulab.core.training import TrainOutput, TrainSpec, adam_step
+from gelulab.core.contracts.training import TrainOutput, TrainSpec, adam_step
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -55,7 +55,7 @@ class SeedBatchedMLP(torch.nn.Module):
 
 
 class KingmaBaAdam(torch.optim.Optimizer):
-    """gelulab.core.training.adam_step as a torch.optim.Optimizer. c1, c2: (T,) tensors 1 - beta^t for t = 1..T."""
+    """gelulab.core.contracts.training.adam_step as a torch.optim.Optimizer. c1, c2: (T,) tensors 1 - beta^t for t = 1..T."""
 
     def __init__(self, params, c1, c2, lr: float, beta1: float, beta2: float, eps: float):
         super().__init__(params, {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps})
@@ -137,7 +137,7 @@ def bench_step(spec: TrainSpec, mode: str):
 
 def train(spec: TrainSpec) -> TrainOutput:
     """Train the spec's S seeds of one arm together; returns their curves and logits (see
-    core.training.TrainOutput).
+    core.contracts.training.TrainOutput).
 
     Raises ValueError for an unknown arm / impl (from the backend catalogue).
     """
@@ -153,7 +153,7 @@ def train(spec: TrainSpec) -> TrainOutput:
         gens = None
         opt = KingmaBaAdam(model.parameters(), t(spec.c1).reshape(-1), t(spec.c2).reshape(-1), spec.lr,
                            spec.beta1, spec.beta2, spec.eps)
-        recipe = ("shared numpy Glorot-uniform init and order; core.training.adam_step (Kingma & Ba Alg. 1) as a "
+        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) as a "
                   f"torch.optim.Optimizer, eps={spec.eps:g}")
     else:
         gens = _native_start(spec, model, dtype)

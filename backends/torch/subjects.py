@@ -1,4 +1,4 @@
-"""torch's activation callables that gelulab.identify is measured on (core.contract.Subjects): torch.nn.functional's
+"""torch's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): torch.nn.functional's
 GELU, ReLU and SiLU and the torch.nn layers, transformers' activation modules (transformers/activations.py, on
 torch; left out when transformers is not installed), GELU formulas written in torch operations as users write
 them, and torch.tanh, which is none of the variants.

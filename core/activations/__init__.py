@@ -1,12 +1,12 @@
 """The catalogue of activations: one unit module per activation, collected here.
 
 Each unit, core/activations/<key>.py, holds everything gelulab knows of its activation in one `Activation` named
-ACTIVATION (core.activations._entry): gelulab's formula (core.formulas) and its closed-form derivatives, the mpmath
-reference (core.mp_forms), the float32 kernels (core.kernels; optional) and the float64 closed forms that check
-them (core.float64_forms), the limits at +-inf, the clamp point of the formula, how the reference evaluates the far
+ACTIVATION (core.activations._entry): gelulab's formula (core.numerics.formulas) and its closed-form derivatives, the mpmath
+reference (core.numerics.mp_forms), the float32 kernels (core.numerics.kernels; optional) and the float64 closed forms that check
+them (core.numerics.float64_forms), the limits at +-inf, the clamp point of the formula, how the reference evaluates the far
 tail, the roots of the derivatives, the sign-of-zero and NaN-derivative rules, each framework's builtin (a
 descriptor the backend resolves, see `Call`, `TimesX`, `Expression`), the known faults of those builtins
-(core.known_faults), the kernel fit's description of its form (core/kernel_fit.py), the framework classes and
+(core.parity.known_faults), the kernel fit's description of its form (core/numerics/kernel_fit.py), the framework classes and
 functions that compute it (gelulab.swap, gelulab.identify, the layers), and the traits the reports, plots and
 experiments read (baseline, smooth, colour, transformers' names). A unit may define its functions itself, over the
 shared helpers of those modules.
@@ -15,7 +15,7 @@ Every module of this package whose name does not start with "_" is a unit: it is
 enters ACTIVATIONS, ordered by the entry's `position`. No module outside the units compares an activation's key or
 op: the parity suite, the reports, the benchmarks, the experiments, swap and identify iterate over ACTIVATIONS and
 read these fields, so adding an activation is adding one unit, with no edit elsewhere. An entry without a kernel
-takes its formula wherever the kernel is only the default (Activation.impl_for, core.interface.default_impl).
+takes its formula wherever the kernel is only the default (Activation.impl_for, core.contracts.interface.default_impl).
 """
 from __future__ import annotations
 
@@ -23,7 +23,13 @@ import importlib
 import pkgutil
 
 from gelulab.core.activations._entry import (
-    DEFAULT_IMPL, IMPLS, Activation, Call, Expression, TimesX, resolve,
+    DEFAULT_IMPL,
+    IMPLS,
+    Activation,
+    Call,
+    Expression,
+    TimesX,
+    resolve,
 )
 
 __all__ = [

@@ -12,12 +12,12 @@ from functools import cached_property
 
 import mpmath
 
-from gelulab.core import kernels
+from gelulab.core.numerics import kernels
 
 IMPLS = ("formula", "builtin", "kernel")
 # gelulab's implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
-# "kernel", float32 arithmetic alone, within 1 ULP (core.kernels; float64 inputs take the formula). "formula" is the
-# float64-widened, correctly rounded path (core.formulas), the parity suite's second oracle.
+# "kernel", float32 arithmetic alone, within 1 ULP (core.numerics.kernels; float64 inputs take the formula). "formula" is the
+# float64-widened, correctly rounded path (core.numerics.formulas), the parity suite's second oracle.
 DEFAULT_IMPL = "kernel"
 
 
@@ -107,23 +107,23 @@ class Activation:
 
     key: unique id, also the reference key ("gelu_tanh"). op, mode: the name of the function and its GELU
       `approximate` string (None where there is none); Backend.gelu(x, approximate) finds its entry by them.
-    formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps (core.formulas).
+    formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps (core.numerics.formulas).
     d1, d2: closed-form derivatives f(xp, x) in the wide dtype: numpy's derivatives (no autodiff), and the float64
-      formula's derivative rules on jax and TensorFlow (core.interface.implementation).
+      formula's derivative rules on jax and TensorFlow (core.contracts.interface.implementation).
     mp: f(x, order) in mpmath, the high-precision reference of the value and its first two derivatives.
     limits: {order: (limit at -inf, limit at +inf)}, the reference at infinite inputs; a zero limit carries the sign
       of the side it is approached from (-0.0: from below).
     source: where the formula comes from (paper / framework doc).
     builtins: {backend name: Call | TimesX | Expression}, each framework's own function (or the one-liner its users
       write); a backend without an entry has no builtin cells.
-    clamp: the formula's clamp point T (beyond +T f = x, beyond -T the -0.0 tail; core.formulas), also applied to
+    clamp: the formula's clamp point T (beyond +T f = x, beyond -T the -0.0 tail; core.numerics.formulas), also applied to
       the closed-form derivatives, which then take `limits`; None: the formula needs none (ReLU).
     far: beyond |x| > far the reference returns the limits (x itself for a linear tail; a tiny number of the limit's
       sign for a zero limit), every neglected term being below 2^-1400 relative; None: the mp form is evaluated at
       every finite x.
     root_windows: {order: ((lo, hi), ...)}, intervals of x around the roots of f' (order 1) and f'' (order 2), where
-      relative error means nothing and the tolerance's absolute floor applies (core.tolerances).
-    dense_tail: intervals of the negative tail sampled densely by the parity regions (core.regions), where an
+      relative error means nothing and the tolerance's absolute floor applies (core.parity.tolerances).
+    dense_tail: intervals of the negative tail sampled densely by the parity regions (core.parity.regions), where an
       intermediate of the float64 formula turns subnormal before the result does.
     zero_sign: the sign of a zero value is defined and judged: f(-0) = -0 and an underflowing negative tail gives
       -0.0. False: zero results are +0 by convention (ReLU) and their sign is not judged.
@@ -135,20 +135,20 @@ class Activation:
       benchmark, `gelulab run`'s moons arms, the accuracy bar).
     color: matplotlib colour of its lines in the benchmark plots.
     hf_names: transformers' ACT2FN names of this function (transformers/activations.py), for pretrained configs.
-    kernel: its float32 kernels, a core.kernels.Kernel (the f, f', f'' functions of core.kernels, their clamp points
+    kernel: its float32 kernels, a core.numerics.kernels.Kernel (the f, f', f'' functions of core.numerics.kernels, their clamp points
       and the float32 root of f'), used by impl "kernel", `gelulab verify`, parity and bench; None: no kernel (an
       explicit impl "kernel" raises ValueError naming the key, verify, parity and bench leave it out, and wherever
       the kernel is only the default, as in gelulab.apply, the layers and gelulab.swap, the entry takes its
       formula: see `impl_for`).
     float64: f(x, order) on float64 numpy arrays for orders 0 and 1, closed forms that do not cancel
-      (core.float64_forms): the fast oracle of `gelulab verify`; None: none (verify needs one for an entry with a
+      (core.numerics.float64_forms): the fast oracle of `gelulab verify`; None: none (verify needs one for an entry with a
       kernel).
     position: where the entry stands in the catalogue (ACTIVATIONS is ordered by it; the reports, plots and test ids
       follow that order): 10 relu, 20 gelu_none, 30 gelu_tanh, 40 gelu_sigmoid, 50 silu; a new unit takes a free one.
-    known_faults: the known faults of the frameworks' builtins for this entry (core.known_faults.KnownFault rows,
-      built with core.known_faults.fault; their `keys` are set to this entry's key when the table is collected), as
+    known_faults: the known faults of the frameworks' builtins for this entry (core.parity.known_faults.KnownFault rows,
+      built with core.parity.known_faults.fault; their `keys` are set to this entry's key when the table is collected), as
       measured by `gelulab parity` and drafted by `gelulab parity --draft-faults`.
-    sigma_form: the kernel fit's description of an x sigma(z(x)) form (core/kernel_fit.py): (z(a), a z'(a),
+    sigma_form: the kernel fit's description of an x sigma(z(x)) form (core/numerics/kernel_fit.py): (z(a), a z'(a),
       a z''(a), a starting guess of the zero of f''), mpmath functions evaluated at the fit's working precision;
       None where the kernel is not of that form (or there is no kernel).
     torch_classes: the torch module classes ("module.qualname", exact class match) that compute this entry, for
@@ -199,7 +199,7 @@ class Activation:
         reference `mp` (every x S(x) with S(0) = 1/2 and S'(0) > 0: the GELU forms and SiLU; not ReLU). Then below
         |x| = 2^-60 the correctly rounded f(x) is the rounding of x/2, a tie (the subnormal half of an odd x) going
         to the larger neighbour: `gelulab verify`'s oracle rounds so, and the kernels' bfloat16 0x00FF gives 2^-126
-        (core.kernels.kernel_function)."""
+        (core.numerics.kernels.kernel_function)."""
         zero = mpmath.mpf(0)
         return bool(self.mp(zero, 1) == mpmath.mpf(0.5) and self.mp(zero, 2) > 0)
 

@@ -1,16 +1,22 @@
 """Exact GELU, x Phi(x) = x/2 erfc(-x/sqrt 2) (Hendrycks & Gimpel 2016, eq. 1): one catalogue unit, everything
 gelulab knows of it: the catalogue entry, the known faults of the frameworks' builtins, and the classes that compute
-it. Its kernel's polynomials are fitted by core/kernel_fit.py (GELU_K, GELU_W, GELU_D2_*).
+it. Its kernel's polynomials are fitted by core/numerics/kernel_fit.py (GELU_K, GELU_W, GELU_D2_*).
 """
 from __future__ import annotations
 
-from gelulab.core import float64_forms, formulas, kernel_coeffs, kernels, mp_forms
 from gelulab.core.activations._entry import Activation, Call, TimesX
 from gelulab.core.activations._shared import FAR, GELU_ROOTS, X_CDF_LIMITS
-from gelulab.core.known_faults import INF_GRAD, INF_VALUE, INF_VALUE_torch, NUMPY_REF, OVERFLOW_GRAD, fault
+from gelulab.core.numerics import float64_forms, formulas, kernel_coeffs, kernels, mp_forms
+from gelulab.core.parity.known_faults import (
+    INF_GRAD,
+    INF_VALUE,
+    NUMPY_REF,
+    OVERFLOW_GRAD,
+    INF_VALUE_torch,
+    fault,
+)
 
-
-# --- the known faults of the frameworks' builtins (core.known_faults; measured by `gelulab parity`) ---
+# --- the known faults of the frameworks' builtins (core.parity.known_faults; measured by `gelulab parity`) ---
 
 ERF_CANCEL = (
     "torch's exact GELU computes 0.5*x*(1+erf(x/sqrt2)): 1+erf cancels in the negative tail (17% low at x=-5, 0 from x~-6 in float32), also in its backward",
@@ -83,7 +89,7 @@ KNOWN_FAULTS = (
     fault(OVERFLOW_GRAD, "torch", (2,), ('large', 'near_max'), ('float64', 'float32', 'bfloat16'), ('compiled',)),
     fault(OVERFLOW_GRAD_ERF_CANCEL, "torch", (2,), ('cases',), ('float16',), ('eager',)),
     fault(OVERFLOW_VALUE, "torch", (0,), ('near_max',), ('float32', 'bfloat16'), ('eager',)),
-    # CPU-dependent cells of torch's exact GELU (core.cpu_dispatch; `make test-dispatch`)
+    # CPU-dependent cells of torch's exact GELU (core.parity.cpu_dispatch; `make test-dispatch`)
     fault(ERF_CANCEL_F16, "torch", (0,), ('cases', 'grid', 'negative_tail'), ('float16',), ('eager',),
           varies=("the processor: beyond tolerance on an Intel Xeon with AVX-512 at ATen levels default, avx2 and "
                   "avx512, within it on the AMD EPYC where the rest of this table was first measured")),

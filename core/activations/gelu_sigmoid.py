@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import mpmath
 
-from gelulab.core import float64_forms, formulas, kernels, mp_forms
 from gelulab.core.activations._entry import Activation, TimesX
 from gelulab.core.activations._shared import FAR, GELU_ROOTS, X_CDF_LIMITS
-from gelulab.core.known_faults import NUMPY_REF, fault
+from gelulab.core.numerics import float64_forms, formulas, kernels, mp_forms
+from gelulab.core.parity.known_faults import NUMPY_REF, fault
 
-
-# the kernel fit's x sigma(z) form (core/kernel_fit.py): z = k a, k = 1.702 (the exact decimal, as the frameworks
+# the kernel fit's x sigma(z) form (core/numerics/kernel_fit.py): z = k a, k = 1.702 (the exact decimal, as the frameworks
 # state it), at the fit's working precision
 SIGMA_FORM = (lambda a: mpmath.mpf("1.702") * a, lambda a: mpmath.mpf("1.702") * a, lambda a: 0, 1.41)
 
 
-# --- the known faults of the frameworks' builtins (core.known_faults; measured by `gelulab parity`) ---
+# --- the known faults of the frameworks' builtins (core.parity.known_faults; measured by `gelulab parity`) ---
 
 SIGMOID_ONELINER = (
     'no framework ships the sigmoid form: the builtin is the one-liner x*sigmoid(1.702*x) in the input dtype, whose sigmoid underflows/flushes in the tail before the product does, whose 1.702*x is rounded to the input dtype, and whose autodiff sigmoid*(1-sigmoid) cancels for large x',

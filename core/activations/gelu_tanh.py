@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import mpmath
 
-from gelulab.core import float64_forms, formulas, kernels, mp_forms
 from gelulab.core.activations._entry import Activation, Call, Expression
 from gelulab.core.activations._shared import FAR, GELU_ROOTS, X_CDF_LIMITS
-from gelulab.core.known_faults import INF_GRAD, INF_VALUE, INF_VALUE_torch, NUMPY_REF, OVERFLOW_GRAD, fault
+from gelulab.core.numerics import float64_forms, formulas, kernels, mp_forms
+from gelulab.core.parity.known_faults import (
+    INF_GRAD,
+    INF_VALUE,
+    NUMPY_REF,
+    OVERFLOW_GRAD,
+    INF_VALUE_torch,
+    fault,
+)
 
 
 def _numpy_tanh_form(resolver, x):
@@ -18,7 +25,7 @@ def _numpy_tanh_form(resolver, x):
     return 0.5 * x * (1.0 + tanh(formulas.SQRT_2_OVER_PI * (x + formulas.TANH_CUBIC * x**3)))
 
 
-# the kernel fit's x sigma(z) form (core/kernel_fit.py): z = 2u = C a + D a^3, C = 2 sqrt(2/pi), D = 0.044715 C
+# the kernel fit's x sigma(z) form (core/numerics/kernel_fit.py): z = 2u = C a + D a^3, C = 2 sqrt(2/pi), D = 0.044715 C
 # (the exact decimal, as the frameworks state it), at the fit's working precision
 def _c():
     return 2 * mpmath.sqrt(2 / mpmath.pi)
@@ -32,7 +39,7 @@ SIGMA_FORM = (lambda a: _c() * a + _d() * a**3, lambda a: _c() * a + 3 * _d() * 
               1.42)
 
 
-# --- the known faults of the frameworks' builtins (core.known_faults; measured by `gelulab parity`) ---
+# --- the known faults of the frameworks' builtins (core.parity.known_faults; measured by `gelulab parity`) ---
 
 OVERFLOW_GRAD_TANH_CANCEL = (
     "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0; and the builtin tanh form computes 0.5*x*(1+tanh(u)): 1+tanh cancels for x below about -3 (bf16), -5 (f32), -7 (f64), giving 0 or 100% error where x*sigmoid(2u) is tiny; its derivatives likewise",
@@ -85,7 +92,7 @@ KNOWN_FAULTS = (
     fault(TANH_CANCEL, "torch", (2,), ('grid', 'negative_tail'), ('float64', 'float32', 'bfloat16', 'float16'), ('eager', 'compiled')),
     fault(TANH_CANCEL, "torch", (2,), ('cases',), ('float64', 'float32', 'bfloat16'), ('eager',)),
     fault(TANH_CANCEL, "torch", (2,), ('cases',), ('float64', 'float32', 'bfloat16', 'float16'), ('compiled',)),
-    # the negative tail sampled down to each entry's own underflow point (core.regions): float16 x ~ -5.06
+    # the negative tail sampled down to each entry's own underflow point (core.parity.regions): float16 x ~ -5.06
     fault(TANH_CANCEL, "torch", (0,), ('negative_tail',), ('float16',), ('eager',),
           dispatch=("avx2", "avx512")),
     fault(TANH_CANCEL, "torch", (0,), ('negative_tail',), ('float16',), ('compiled',)),

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import math
 
-from gelulab.core import float64_forms, formulas, kernels, mp_forms
 from gelulab.core.activations._entry import Activation, Call
-
+from gelulab.core.numerics import float64_forms, formulas, kernels, mp_forms
 
 ACTIVATION = Activation(
     "relu", "relu", None, formulas.relu, formulas.relu_d1, formulas.relu_d2, mp_forms.relu,

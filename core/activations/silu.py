@@ -5,17 +5,16 @@ compute it.
 """
 from __future__ import annotations
 
-from gelulab.core import float64_forms, formulas, kernels, mp_forms
 from gelulab.core.activations._entry import Activation, Call, TimesX
 from gelulab.core.activations._shared import FAR, X_CDF_LIMITS
-from gelulab.core.known_faults import fault
+from gelulab.core.numerics import float64_forms, formulas, kernels, mp_forms
+from gelulab.core.parity.known_faults import fault
 
-
-# the kernel fit's x sigma(z) form (core/kernel_fit.py): z = a
+# the kernel fit's x sigma(z) form (core/numerics/kernel_fit.py): z = a
 SIGMA_FORM = (lambda a: a, lambda a: a, lambda a: 0, 2.4)
 
 
-# --- the known faults of the frameworks' builtins (core.known_faults; measured by `gelulab parity`) ---
+# --- the known faults of the frameworks' builtins (core.parity.known_faults; measured by `gelulab parity`) ---
 
 _INF_SILU = ("x*sigmoid(x) at -inf is -inf * 0 = NaN (the limit is -0), and its derivatives from autodiff are NaN at "
              "+-inf (inf * 0; the limits are 1 and 0)")

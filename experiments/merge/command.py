@@ -8,7 +8,7 @@ results/parity of another. Within a group the experiment settings must be equal 
 says which fields they are per kind); runs whose settings differ are refused before anything is written, in
 one line naming the fields and their values. Where the runs were made is what the report sets side by side:
 each run's device, machine (CPU, cores, platform), thread count and Python / numpy / framework versions, the
-environment each command records (core.report.environment).
+environment each command records (core.plumbing.report.environment).
 
 A results file that cannot be used (not JSON, or a field missing or of the wrong type: a hand-edited or cut-short
 file) is set aside as damaged: left out of the merge, never changed, named with what is wrong in one line on
@@ -26,7 +26,7 @@ import string
 import sys
 from pathlib import Path
 
-from gelulab.core.report import atomic_write_text, markdown_table, write_json
+from gelulab.core.plumbing.report import atomic_write_text, markdown_table, write_json
 from gelulab.experiments.merge.kinds import FILES, KINDS
 
 DEFAULT_OUT = "results/merge"
@@ -329,8 +329,8 @@ def run(args) -> int:
     """`gelulab merge`: write merge.md and merge.json into --out; returns 0. Each damaged results file set aside is
     one line on stderr. Raises ValueError (exit 2, one line) for a missing folder, runs of different settings, or
     nothing (usable) to merge, before anything is written."""
-    from gelulab.core.lock import hold
-    from gelulab.core.output import check_writable
+    from gelulab.core.plumbing.lock import hold
+    from gelulab.core.plumbing.output import check_writable
 
     out = check_writable(args.out)  # before any input is read
     merged = merge(args.dirs)

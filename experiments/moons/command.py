@@ -7,8 +7,8 @@ import os
 import sys
 
 from gelulab.backends import selected_backends
-from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import Interrupted, check_writable
 from gelulab.experiments.moons import study  # called through the module, so a test can replace its functions
 from gelulab.experiments.moons.config import ARMS, REGIMES, TRAIN_DTYPES, MoonsConfig, check_seed_count
 from gelulab.experiments.moons.datasets import DATASETS
@@ -101,7 +101,7 @@ def run(args) -> int:
     """`gelulab moons`: run or resume the study, write the report; returns the exit code (2: nothing to
     train; 1: a run diverged and --fail-on-divergence was given; the warning is on stderr either way). Raises
     ValueError (bad option, unwritable --out, results of other settings) before any training and
-    core.output.Interrupted on Ctrl-C, after the finished runs are on disk. With --grid, the study grid
+    core.plumbing.output.Interrupted on Ctrl-C, after the finished runs are on disk. With --grid, the study grid
     (experiments/moons/grid_cli.py)."""
     from gelulab.experiments.moons import grid_cli
 
@@ -110,6 +110,10 @@ def run(args) -> int:
         return grid_cli.run(args, add_arguments)
     out = study.DEFAULT_OUT if args.out is None else args.out
     cfg = config_from_args(args)
+    if args.executor != "local" or args.address is not None:  # before the backends: an option error comes first
+        from gelulab.experiments.moons.executors import check_executor
+
+        check_executor(args.executor, args.jobs, args.address)
     names, _ = study.check_backends(selected_backends() if args.backends is None else args.backends)
     if not names:
         print("gelulab moons: no backend with autodiff selected (numpy is skipped); nothing to train",

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from gelulab.core import training
 from gelulab.core.activations import ACTIVATIONS, IMPLS
-from gelulab.core.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
+from gelulab.core.contracts import training
+from gelulab.core.contracts.training import TRAIN_DTYPES, TrainOutput, TrainSpec, accuracy, bce_with_logits
 from gelulab.experiments.moons.datasets import DATASETS
 
 ARMS = tuple(ACTIVATIONS)  # every catalogue entry

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from gelulab.core.interrupts import die_with_parent
+from gelulab.core.plumbing.interrupts import die_with_parent
 
 EXECUTORS = ("local", "ray")
 RAY_HINT = "pip install -c constraints.txt -e '.[ray]'"

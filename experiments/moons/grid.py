@@ -51,10 +51,10 @@ _STR_AXES = ("dataset", "dtype")
 _AXIS_FIELDS = ("hidden", "lr", "batch_size", "epochs", "dataset", "noise", "dtype")
 
 # The built-in default grid (`gelulab moons --grid` without a file; `gelulab moons --print-grid` prints it).
-# 4 depths x 3 learning rates x 2 data sets = 24 cells, each 4 arms x 20 seeds x every backend.
+# 4 depths x 3 learning rates x 2 data sets = 24 cells, each every catalogue arm x 20 seeds x every backend.
 DEFAULT_GRID = """\
 # gelulab moons grid: ReLU against the GELU forms over depth, learning rate and data set.
-# 4 x 3 x 2 = 24 cells; each trains the 4 arms x 20 seeds in every selected backend (matched regime,
+# 4 x 3 x 2 = 24 cells; each trains every arm x 20 seeds in every selected backend (matched regime,
 # float64, 1000 points split 700/150/150, width 32, batch 32, 25 epochs = 550 Adam steps).
 
 [base]

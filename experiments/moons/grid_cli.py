@@ -67,8 +67,8 @@ def run(args, add_study_arguments) -> int:
     learn and --fail-on-divergence was given, after the report is written; the warning is on stderr either way;
     130 when interrupted, the finished cells kept). Raises ValueError (exit 2) for a bad grid file or option,
     before any training."""
-    from gelulab.core.lock import hold
-    from gelulab.core.output import check_writable
+    from gelulab.core.plumbing.lock import hold
+    from gelulab.core.plumbing.output import check_writable
     from gelulab.experiments.moons.grid import DEFAULT_GRID, load_grid
     from gelulab.experiments.moons.grid_report import grid_divergence_warning, markdown
     from gelulab.experiments.moons.grid_study import run_grid, write_grid_report

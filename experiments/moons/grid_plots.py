@@ -19,7 +19,6 @@ from gelulab.core.activations import ACTIVATIONS, BASELINE
 from gelulab.experiments.moons.grid import AXIS_LABELS
 
 
-
 def _plt():
     import matplotlib
 

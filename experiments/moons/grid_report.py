@@ -36,7 +36,7 @@ import numpy as np
 
 from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
-from gelulab.core.report import fmt, markdown_table
+from gelulab.core.plumbing.report import fmt, markdown_table
 from gelulab.experiments.moons.grid import AXIS_LABELS
 from gelulab.experiments.moons.report import divergence
 

@@ -6,8 +6,8 @@ weights and order, shared by every arm and backend (paired comparisons); regimes
 and order, one Adam formula) and `native` (each framework's defaults). The seeds of one (backend, regime,
 dtype, arm) group are trained together in one call of `backends/<name>/moons.py::train`.
 
-Robustness: the results folder is checked before any training (core.output.check_writable) and held by one run
-at a time (core.lock.hold: a second run into it is refused at once, naming the first); every finished
+Robustness: the results folder is checked before any training (core.plumbing.output.check_writable) and held by one run
+at a time (core.plumbing.lock.hold: a second run into it is refused at once, naming the first); every finished
 (backend, regime, dtype, arm, seed) run is written atomically, with the sha256 of its record, to
 `<out>/runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json`; a rerun with the same --out skips the groups whose
 runs are all on disk and retrains a group with any run missing from its start, so an interrupted study (Ctrl-C:
@@ -47,13 +47,13 @@ from gelulab.backends import (
     reproducible,
     selected_backends,
 )
-from gelulab.core import config as gconfig
-from gelulab.core.config import threads as env_threads
-from gelulab.core.interrupts import die_with_parent, dropped_interrupts_sent_again
-from gelulab.core.lock import hold
-from gelulab.core.output import check_writable, set_aside
-from gelulab.core.provenance import package_versions, version_changes
-from gelulab.core.report import (
+from gelulab.core.plumbing import config as gconfig
+from gelulab.core.plumbing.config import threads as env_threads
+from gelulab.core.plumbing.interrupts import die_with_parent, dropped_interrupts_sent_again
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import check_writable, set_aside
+from gelulab.core.plumbing.provenance import package_versions, version_changes
+from gelulab.core.plumbing.report import (
     CHECKSUM_FIELD,
     atomic_write_text,
     environment,
@@ -135,7 +135,7 @@ def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, st
     """Read one run file: (record, kind, problem). kind is "ok" (record usable: numbers as floats, nan/inf
     restored), "settings" (made with other settings; problem names the fields), "damaged" (not JSON, not a
     record, a field missing or malformed, another run's record, a checksum missing or not matching the record
-    (core.report.verify_checksum); problem says which) or "stale" (made with other
+    (core.plumbing.report.verify_checksum); problem says which) or "stale" (made with other
     versions; problem names them, record returned). ident: (backend, regime, dtype, arm, seed) of the path."""
     if not Path(path).is_file():  # a FIFO, a device or a folder in a run file's place: never read (a FIFO blocks)
         return None, "damaged", "is not a regular file"
@@ -188,7 +188,7 @@ def read_run(path, cfg: MoonsConfig, ident: tuple) -> tuple[dict | None, str, st
 
 def _groups_to_train(cfg: MoonsConfig, out_dir, groups) -> list:
     """The groups with a run missing on disk. Before any training: raises ValueError naming the fields when a
-    stored run was made with other settings (nothing is moved then); sets aside (core.output.set_aside) each
+    stored run was made with other settings (nothing is moved then); sets aside (core.plumbing.output.set_aside) each
     damaged run file and the runs made with other versions, one line each on stderr, and counts their groups as
     missing."""
     todo, damaged, stale = [], [], []
@@ -251,7 +251,7 @@ def check_backends(backends) -> tuple[list[str], dict]:
 def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups: list, report=None,
                  files: dict | None = None) -> dict:
     """Train `groups` (from plan) of one backend and write each run's record atomically as soon as its group
-    ends (core.report.write_json with its checksum, which read_run verifies on resume). files: a dict instead of
+    ends (core.plumbing.report.write_json with its checksum, which read_run verifies on resume). files: a dict instead of
     out_dir (then None): each record's JSON text is put there under its path relative to the results folder
     ("runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json") and nothing is written (a grid cell's worker: no
     temporary folder to leave behind).
@@ -450,7 +450,7 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     number of CPU cores, at most one per backend; 1 trains in this process); progress: tqdm bars per backend;
     executor: "local" (worker processes) or "ray" (one Ray task per backend; address: an existing cluster).
 
-    Returns a dict: config, backends, skipped {name: reason}, environment (core.report.environment), runs (one
+    Returns a dict: config, backends, skipped {name: reason}, environment (core.plumbing.report.environment), runs (one
     record per (backend, regime, dtype, arm, seed): metrics, per-epoch curves, recipe, timing, versions),
     boundaries (decision-boundary logits of the plot seed), timing per backend, wall_s, and the analysis
     (summary, paired, agreement, defaults, conclusions; see experiments.moons.report.analyse).
@@ -459,7 +459,7 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
     each worker process (float64 in JAX needs x64; one thread per framework).
 
     Raises TypeError when config is not a MoonsConfig; ValueError (before any training) for a bad config, an
-    unknown backend, an unwritable out_dir (core.output.OutputUnwritable) or a results folder holding runs of
+    unknown backend, an unwritable out_dir (core.plumbing.output.OutputUnwritable) or a results folder holding runs of
     other settings; BackendUnavailable for a named backend that is not installed; KeyboardInterrupt on Ctrl-C,
     with every finished group on disk. Damaged run files and runs of other versions are set aside and retrained
     (see the module docstring).

@@ -2,7 +2,7 @@
 
 Every cell (backend x impl x activation x dtype x mode x derivative order x region) is compared with the
 correctly rounded mpmath reference (experiments.parity.engine); cells beyond tolerance are flagged and classified
-by core.known_faults: an upstream fault (with its link), a known fault not reported upstream, gelulab's own
+by core.parity.known_faults: an upstream fault (with its link), a known fault not reported upstream, gelulab's own
 formula, or NEW (no known fault). Eager is no oracle: every mode is compared with the reference.
 
 Each measured group is stored as it finishes (experiments.parity.store), so Ctrl-C keeps what was measured and
@@ -22,17 +22,17 @@ import numpy as np
 from tqdm import tqdm
 
 from gelulab.backends import BACKEND_NAMES, get_backend, reproducible, selected_backends
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, IMPLS
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.interface import ORDERS
-from gelulab.core.known_faults import KINDS, KNOWN_FAULTS
-from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable
-from gelulab.core.reference import reference, reference_float
-from gelulab.core.regions import ISSUE_TAIL_POINT, REGIONS
-from gelulab.core.report import atomic_write_text, environment, fmt, markdown_table, write_json
-from gelulab.core.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+from gelulab.core.contracts.interface import ORDERS
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.parity.known_faults import KINDS, KNOWN_FAULTS
+from gelulab.core.parity.reference import reference, reference_float
+from gelulab.core.parity.regions import ISSUE_TAIL_POINT, REGIONS
+from gelulab.core.parity.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import Interrupted, check_writable
+from gelulab.core.plumbing.report import atomic_write_text, environment, fmt, markdown_table, write_json
 from gelulab.experiments.parity import store
 from gelulab.experiments.parity.draft import draft_faults
 from gelulab.experiments.parity.engine import check, groups, measure, results
@@ -77,7 +77,7 @@ FLAG_LABELS = {**KINDS, "new": "NEW: no known fault", "exception": "EXCEPTION: t
 
 
 def flag_kind(row: dict) -> str | None:
-    """Why a cell row is flagged: None (within tolerance), a core.known_faults KINDS key ("upstream",
+    """Why a cell row is flagged: None (within tolerance), a core.parity.known_faults KINDS key ("upstream",
     "unreported", "gelulab"), "exception" (the call raised, no known fault) or "new"."""
     if row["passed"]:
         return None
@@ -188,7 +188,7 @@ def summary_table(rows) -> str:
     derivative order present in `rows`, all regions): the max ULP and max relative error of each derivative order
     that ran, over the elements judged by ULP (normal inputs whose result is at least the smallest normal and the
     tolerance's absolute floor; smaller results and special values are judged absolutely, see
-    core.tolerances, and show in the flagged counts), and the cells beyond tolerance split by kind. An order that
+    core.parity.tolerances, and show in the flagged counts), and the cells beyond tolerance split by kind. An order that
     did not run has no column; a group whose every call raised shows "—"."""
     orders = sorted({r["order"] for r in rows})
     names = {0: "f", 1: "f'", 2: "f''"}
@@ -362,7 +362,7 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
     stored in `out`/groups as it finishes and reused by a rerun (experiments.parity.store). Returns the JSON dict
     (with 'summary_md', the compact table `gelulab run` includes, and 'plots', the PNG names). Raises ValueError,
     before anything is measured or written, when the filters select no cell (see check_matrix) or `out` cannot be
-    written (core.output.OutputUnwritable); KeyboardInterrupt propagates with the measured groups on disk."""
+    written (core.plumbing.output.OutputUnwritable); KeyboardInterrupt propagates with the measured groups on disk."""
     check_matrix(backends, impls, keys, dtypes, modes, orders)
     check_writable(out)
     with hold(out):
@@ -462,7 +462,7 @@ def run(args) -> int:
 
     Raises ValueError (bad or empty filter, empty matrix, unwritable --out) before any framework is imported or
     any report is written; backends.BackendUnavailable / backends.DeviceUnavailable when a framework or the device
-    is missing; core.output.Interrupted on Ctrl-C, with the measured groups stored. Runs under
+    is missing; core.plumbing.output.Interrupted on Ctrl-C, with the measured groups stored. Runs under
     gelulab.reproducible(threads=GELULAB_THREADS, default 1): float64 cells in JAX need x64."""
     f = parse_filters(args)
     out = check_writable(args.out)

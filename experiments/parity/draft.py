@@ -1,7 +1,7 @@
 """`gelulab parity --draft-faults`: the known-fault rows of the NEW cells of a parity run, drafted as Python.
 
 A new catalogue unit (core/activations/<key>.py) lists the known faults of the frameworks' builtins computing it
-(its `known_faults`, rows of core.known_faults.fault). This drafts them from the cells a run flagged NEW (beyond
+(its `known_faults`, rows of core.parity.known_faults.fault). This drafts them from the cells a run flagged NEW (beyond
 tolerance, no known fault; EXCEPTION cells too): the cells of one backend, impl and activation are grouped into
 products orders x regions x dtypes x modes, each product one row and one guess of a mechanism, named by a
 placeholder whose reason and link say what was measured and that a person must check it upstream (reproduce it,
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.regions import REGIONS
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.parity.regions import REGIONS
 
 MODES = ("eager", "compiled")
 TO_CHECK = "TO BE CHECKED UPSTREAM BY A PERSON"

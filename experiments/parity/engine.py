@@ -13,13 +13,13 @@ from functools import cache
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS, IMPLS, get_activation
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.interface import ORDERS
-from gelulab.core.known_faults import known_fault
-from gelulab.core.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
-from gelulab.core.reference import reference
-from gelulab.core.regions import REGIONS, region
-from gelulab.core.tolerances import in_root_window, tolerance
+from gelulab.core.contracts.interface import ORDERS
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.numerics.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
+from gelulab.core.parity.known_faults import known_fault
+from gelulab.core.parity.reference import reference
+from gelulab.core.parity.regions import REGIONS, region
+from gelulab.core.parity.tolerances import in_root_window, tolerance
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class Verdict:
 
 
 def elementwise_ok(result: CellResult, tol) -> np.ndarray:
-    """Boolean mask of elements within `tol` (a core.tolerances.Tol); see core.tolerances for the rule."""
+    """Boolean mask of elements within `tol` (a core.parity.tolerances.Tol); see core.parity.tolerances for the rule."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf and nan comparisons are decided explicitly
         return _elementwise_ok(result, tol)
 
@@ -236,7 +236,7 @@ def _elementwise_ok(result: CellResult, tol) -> np.ndarray:
 
 
 def check(result: CellResult) -> Verdict:
-    """Judge a CellResult: its tolerance (core.tolerances.tolerance) and any KnownFault for its cell."""
+    """Judge a CellResult: its tolerance (core.parity.tolerances.tolerance) and any KnownFault for its cell."""
     g = result.cell.group
     tol = tolerance(g, result.cell.region)
     fault = known_fault(g, result.cell.region)

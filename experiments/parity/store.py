@@ -6,7 +6,7 @@ raised) is written atomically to `<out>/groups/<group id>.npz` as soon as it is 
 the framework's versions, the device, the framework's CPU dispatch level and the sha256 of the inputs. The judgement (tolerances, known faults) and
 the reference are recomputed on every run, so they always follow the current tables. A group stored with other
 versions is measured again (never mixed in); a file that cannot be read, or whose sha256 (over its record and
-its output's bits, stored with them) does not match its contents, is set aside (core.output.set_aside) and its
+its output's bits, stored with them) does not match its contents, is set aside (core.plumbing.output.set_aside) and its
 group measured again: a flipped bit or an edited record is never reported as measured.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gelulab.core.dtypes import DTYPES
-from gelulab.core.output import atomic_write_bytes, set_aside
-from gelulab.core.provenance import package_versions
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.plumbing.output import atomic_write_bytes, set_aside
+from gelulab.core.plumbing.provenance import package_versions
 from gelulab.experiments.parity.engine import inputs
 
 FOLDER = "groups"

@@ -14,10 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    """`gelulab run`: --out checked writable and held by this run alone (core.lock.hold; another run into it is
+    """`gelulab run`: --out checked writable and held by this run alone (core.plumbing.lock.hold; another run into it is
     refused at once, naming it) for the whole of _run_main, which does the work (see there)."""
-    from gelulab.core.lock import hold
-    from gelulab.core.output import check_writable
+    from gelulab.core.plumbing.lock import hold
+    from gelulab.core.plumbing.output import check_writable
 
     with hold(check_writable(args.out)):
         return _run_main(args)
@@ -33,8 +33,8 @@ def _run_main(args) -> int:
     after an interrupt skips the parity groups and moons runs already stored in --out."""
     from gelulab.backends import get_backend, selected_backends
     from gelulab.core.activations import HEADLINE
-    from gelulab.core.output import Interrupted, check_writable
-    from gelulab.core.report import atomic_write_text, environment, write_json
+    from gelulab.core.plumbing.output import Interrupted, check_writable
+    from gelulab.core.plumbing.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
     from gelulab.experiments.moons.config import MoonsConfig, check_seed_count
     from gelulab.experiments.parity import command as parity

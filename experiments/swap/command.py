@@ -9,7 +9,7 @@ model (default: ReLU) is distilled toward the original embeddings on sentences g
 and measured again. The transformers BertModel loaded from the same weights runs beside gelulab's encoders, its
 activations replaced by gelulab.swap (experiments/swap/hf.py; --no-transformers skips it).
 
-Writes swap.md, swap.json (with core.report.environment) and swap_layers.png into --out (default results/swap),
+Writes swap.md, swap.json (with core.plumbing.report.environment) and swap_layers.png into --out (default results/swap),
 checked before any model work, after the options (each bounded: sizes, steps and seed within their ranges, a
 finite positive --lr). Every file of the model is verified against a sha256 manifest first
 (experiments.swap.model); --model DIR runs another BERT folder (verified against its own `sha256sums`, or marked
@@ -41,11 +41,11 @@ from gelulab.backends import (
     reproducible,
     selected_backends,
 )
-from gelulab.core import config
 from gelulab.core.activations import ACTIVATIONS, BASELINE, IMPLS, get_activation
-from gelulab.core.lock import hold
-from gelulab.core.output import Interrupted, check_writable
-from gelulab.core.report import atomic_write_text, environment, markdown_table, write_json
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing.lock import hold
+from gelulab.core.plumbing.output import Interrupted, check_writable
+from gelulab.core.plumbing.report import atomic_write_text, environment, markdown_table, write_json
 from gelulab.experiments.swap import hf, store
 from gelulab.experiments.swap import model as bert
 
@@ -290,11 +290,11 @@ def _keys_of(args, pre, pairs_digest) -> tuple[dict, dict]:
 def run(args) -> int:
     """Run the swap (and the fine-tune with --finetune) and write the report; returns 0, or 2 when the model
     package is missing. The options and the pairs file are checked first, then --out is checked writable and
-    held by this run alone (core.lock.hold; another run into it is refused at once, naming it) for the rest.
+    held by this run alone (core.plumbing.lock.hold; another run into it is refused at once, naming it) for the rest.
     Raises ValueError for bad options, an unwritable --out, a model folder or file that fails its checks
     (experiments.swap.model.load_pretrained: a link out of the folder, a manifest mismatch, an impossible
     config.json), all before any model work, for stored results of other settings in --out, and for a fine-tune
-    that diverges; core.output.Interrupted on Ctrl-C, with the finished results stored. Runs under
+    that diverges; core.plumbing.output.Interrupted on Ctrl-C, with the finished results stored. Runs under
     gelulab.reproducible(threads=GELULAB_THREADS, default 1)."""
     names, swaps, tuned = _check(args)
     pairs = load_pairs(args.pairs)

@@ -21,7 +21,7 @@ from gelulab.backends import capabilities
 from gelulab.experiments.swap import model as bert
 
 NAME = "transformers"
-BACKEND = "torch"  # the backend whose hf module (core.contract.PretrainedBert) runs the BertModel
+BACKEND = "torch"  # the backend whose hf module (core.contracts.contract.PretrainedBert) runs the BertModel
 INSTALL_HINT = "pip install -c constraints.txt -e '.[swap,torch]'"
 
 

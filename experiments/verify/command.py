@@ -14,7 +14,7 @@ chunk, appended and flushed, so an interrupted run resumes where it stopped; eac
 settings, kernel source and package versions, and lines of other ids are ignored, so a changed kernel or framework
 is verified afresh; each line carries the sha256 of its record too, and a line whose checksum is missing or does
 not match, edited or damaged, is not reused: its chunk is verified again, with one note naming the file and line),
-summary.json and report.md. One run at a time holds --out (core.lock). Backends: GELULAB_BACKEND or --backend, called as eager callers call them
+summary.json and report.md. One run at a time holds --out (core.plumbing.lock). Backends: GELULAB_BACKEND or --backend, called as eager callers call them
 (--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
 framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.report import (
+from gelulab.core.plumbing.report import (
     CHECKSUM_FIELD,
     atomic_write_text,
     environment,
@@ -47,7 +47,7 @@ MAX_CHUNK = 1 << 26  # the most inputs per chunk: its uint64 indices alone take 
 MAX_CHUNKS = 1 << 20  # more chunks than this is a mistake in --chunk (a 4-byte chunk of 2^32 inputs), refused
 BOUND_SAMPLE_STRIDE = 65537  # the oracle's float64 bound is checked on a spread of these float32 inputs every run
 # the source files whose text decides the verified bits, beside backends/<name>/kernels.py of each selected backend
-KERNEL_SOURCES = ("core/kernels.py", "core/kernel_coeffs.py", "core/float64_forms.py", "experiments/verify/oracle.py")
+KERNEL_SOURCES = ("core/numerics/kernels.py", "core/numerics/kernel_coeffs.py", "core/numerics/float64_forms.py", "experiments/verify/oracle.py")
 SMALL_DTYPES = ("bfloat16", "float16")
 ORDERS = (0, 1)
 
@@ -199,7 +199,7 @@ class Runner:
         return self.bound_worst
 
     def chunk(self, x: np.ndarray, dtype: str) -> dict:
-        from gelulab.core.dtypes import get_dtype
+        from gelulab.core.numerics.dtypes import get_dtype
 
         tiny = float(get_dtype(dtype).finfo.smallest_normal)
         with np.errstate(all="ignore"):
@@ -235,11 +235,11 @@ def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
 
     Raises ValueError for bad options or an unwritable --out (one line, exit code 2 from the command line, before
-    any work) and core.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
+    any work) and core.plumbing.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
     same command resumes from there)."""
     from gelulab.backends import BACKEND_NAMES, capabilities, get_backend, selected_backends
-    from gelulab.core.lock import hold
-    from gelulab.core.output import Interrupted, check_writable
+    from gelulab.core.plumbing.lock import hold
+    from gelulab.core.plumbing.output import Interrupted, check_writable
 
     if args.stride is not None and not 1 <= args.stride <= FLOAT32_PATTERNS:
         raise ValueError(f"--stride {args.stride}: expected an integer from 1 to 2^32")
@@ -323,7 +323,7 @@ def _versions(backends) -> dict:
     """gelulab's, numpy's and scipy's versions and each backend's framework versions (part of the config id)."""
     import scipy
 
-    from gelulab.core.provenance import gelulab_version
+    from gelulab.core.plumbing.provenance import gelulab_version
 
     out = {"gelulab": gelulab_version(), "numpy": np.__version__, "scipy": scipy.__version__}
     for b in backends:

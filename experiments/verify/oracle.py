@@ -1,15 +1,15 @@
 """The fast oracle of `gelulab verify`: correctly rounded values from a float64 evaluation with an error bound, and
-mpmath (core.reference) wherever that bound cannot decide the rounding.
+mpmath (core.parity.reference) wherever that bound cannot decide the rounding.
 
 Each activation and its first derivative are evaluated in float64 by the closed forms of its catalogue entry's
-`float64` field (core.float64_forms: scipy.special.erfc and expit, which do not cancel; Hendrycks & Gimpel 2016,
+`float64` field (core.numerics.float64_forms: scipy.special.erfc and expit, which do not cancel; Hendrycks & Gimpel 2016,
 arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q
 (p = expit(z), q = expit(-z)) for the sigmoid forms. Their relative error is taken to be at most
 FLOAT64_BOUND = 2^-40, 8 times the largest error measured against mpmath on 512 spread float32 inputs per form
 and order (2^-43), and `check_bound` verifies it against mpmath on a sample of every run. The float64 value v decides the rounding to the target dtype
 unless the interval v (1 +- FLOAT64_BOUND) contains a rounding midpoint of that dtype (about one input in 2^16 for
 float32); those inputs, every input within ROOT_WINDOW of the zero of f' (the entry's kernel.d1_root, where
-p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is correctly rounded (core.reference). Below
+p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is correctly rounded (core.parity.reference). Below
 |x| = 2^-60 the value of an entry with `half_at_zero` (f = x/2 + c x^2, c > 0: the GELU forms and SiLU) is x/2
 rounded, ties (subnormal halves) broken towards the side of the x^2 term.
 """
@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from gelulab.core.activations import get_activation
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.reference import reference
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.parity.reference import reference
 
 FLOAT64_BOUND = 2.0**-40
 TINY_X = 2.0**-60
@@ -30,7 +30,7 @@ ROOT_WINDOW = 2.0**-8  # |x - x0| below this goes to mpmath (x0 the zero of f')
 
 def float64_value(key: str, order: int, x: np.ndarray) -> np.ndarray:
     """f (order 0) or f' (order 1) of catalogue entry `key` at float64 x, in float64 (NaN where undefined): the
-    entry's `float64` closed form (core.float64_forms). Raises ValueError for an order other than 0 or 1 or an
+    entry's `float64` closed form (core.numerics.float64_forms). Raises ValueError for an order other than 0 or 1 or an
     entry without a float64 closed form."""
     act = get_activation(key)
     if order not in (0, 1):
@@ -42,7 +42,7 @@ def float64_value(key: str, order: int, x: np.ndarray) -> np.ndarray:
 
 
 def _root(key: str) -> float | None:
-    """x0 < 0 with f'(x0) = 0 (minus the entry's kernel d1_root, core/kernel_fit.py), None where there is none."""
+    """x0 < 0 with f'(x0) = 0 (minus the entry's kernel d1_root, core/numerics/kernel_fit.py), None where there is none."""
     kern = get_activation(key).kernel
     return None if kern is None or kern.d1_root is None else -kern.d1_root
 
@@ -104,7 +104,7 @@ def expected(key: str, order: int, x: np.ndarray, dtype: str) -> tuple[np.ndarra
 def check_bound(key: str, order: int, x: np.ndarray, n: int = 64, seed: int = 0) -> float:
     """Largest relative error of float64_value against mpmath on n sampled finite nonzero inputs of x (outside
     the root window), in units of FLOAT64_BOUND; a value >= 1 means the bound is wrong for this input set."""
-    from gelulab.core.reference import reference_mp
+    from gelulab.core.parity.reference import reference_mp
 
     x64 = x.astype(np.float64)
     ok = np.isfinite(x64) & (x64 != 0)

@@ -1,7 +1,7 @@
 """The framework-wide settings gelulab can apply for reproducible runs, as a record (no framework imported here).
 
 `gelulab.reproducible(...)` (backends/settings.py) validates them into a `Settings`, keeps it here as the
-settings this process asked for (`requested()`, recorded in every report by core.report.environment), and has
+settings this process asked for (`requested()`, recorded in every report by core.plumbing.report.environment), and has
 each backend's activations module apply them. Nothing else in gelulab changes a framework-wide setting.
 """
 from __future__ import annotations

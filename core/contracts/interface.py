@@ -1,8 +1,8 @@
 """The framework-agnostic activation interface: one `Backend` object per framework.
 
-A Backend wraps a backend's `activations` module (the ActivationOps Protocol of core.contract: conversion, the
-array primitives of core.formulas, builtins, autodiff, compiler, versions, threads; the same names in every
-framework, Keras 3 style, `keras/src/backend/<name>/nn.py`) and its capability record (core.contract.Capabilities:
+A Backend wraps a backend's `activations` module (the ActivationOps Protocol of core.contracts.contract: conversion, the
+array primitives of core.numerics.formulas, builtins, autodiff, compiler, versions, threads; the same names in every
+framework, Keras 3 style, `keras/src/backend/<name>/nn.py`) and its capability record (core.contracts.contract.Capabilities:
 modes, devices, autodiff). It is what `gelulab.get_backend(name)` returns; using it changes no framework-wide
 setting.
 """
@@ -16,9 +16,9 @@ from types import ModuleType
 import numpy as np
 
 from gelulab.core.activations import DEFAULT_IMPL, IMPLS, activation_key, check_impl, get_activation
-from gelulab.core.contract import Capabilities
-from gelulab.core.dtypes import DTYPES, get_dtype
-from gelulab.core.formulas import closed_form
+from gelulab.core.contracts.contract import Capabilities
+from gelulab.core.numerics.dtypes import DTYPES, get_dtype
+from gelulab.core.numerics.formulas import closed_form
 
 ORDERS = (0, 1, 2)
 
@@ -58,7 +58,7 @@ class Backend:
         return self.module.to_numpy(x)
 
     def relu(self, x, impl: str | None = None):
-        """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.dtypes (float64, float32, bfloat16,
+        """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.numerics.dtypes (float64, float32, bfloat16,
         float16), any shape; impl: "formula", "builtin" or "kernel", None for default_impl. Returns the same dtype
         and shape. Raises TypeError naming the dtype for an integer, bool or other non-float array (the frameworks
         disagree on what ReLU of an integer array returns: float32, float64 or int32)."""
@@ -69,9 +69,9 @@ class Backend:
     def gelu(self, x, approximate: str = "none", impl: str | None = None):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
         string (bool/None raise ValueError); impl: "formula" (gelulab's correctly rounded one, computed in the
-        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.kernels); None for
+        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.numerics.kernels); None for
         default_impl.
-        x: framework array of a float dtype of core.dtypes, any shape; returns the same dtype and shape. Raises
+        x: framework array of a float dtype of core.numerics.dtypes, any shape; returns the same dtype and shape. Raises
         TypeError naming the dtype for a non-float array."""
         key = activation_key("gelu", approximate)
         self.check_float(x, "gelu")
@@ -79,7 +79,7 @@ class Backend:
 
     def check_float(self, x, what: str = "x") -> str:
         """The gelulab dtype name of framework array `x`; raises TypeError naming its dtype unless it is one of
-        core.dtypes.DTYPES (float64, float32, bfloat16, float16)."""
+        core.numerics.dtypes.DTYPES (float64, float32, bfloat16, float16)."""
         try:
             return get_dtype(self.module.dtype_name(x)).name
         except (KeyError, ValueError, TypeError, AttributeError):
@@ -127,9 +127,9 @@ class Backend:
         return implementation(self.module, self.name, act, impl)
 
     def cpu_dispatch(self) -> str | None:
-        """The CPU kernel level the framework runs at in this process (core.cpu_dispatch; e.g. "avx2" for torch,
+        """The CPU kernel level the framework runs at in this process (core.parity.cpu_dispatch; e.g. "avx2" for torch,
         "x86_v4" for numpy), None on a device other than the CPU or where it cannot be told. Known faults may be
-        keyed by it (core.known_faults)."""
+        keyed by it (core.parity.known_faults)."""
         level = getattr(self.module, "cpu_dispatch", None)  # a module outside the contract may lack it
         return level() if level is not None and self.device == "cpu" else None
 
@@ -149,10 +149,10 @@ def default_impl(capabilities: Capabilities, key: str) -> str:
 
 def implementation(module, name: str, act, impl: str) -> Callable:
     """The value callable of catalogue entry `act` in implementation `impl`, built from backend `name`'s
-    activations module: "builtin" (the framework's own function), "formula" (core.formulas inside the module's
+    activations module: "builtin" (the framework's own function), "formula" (core.numerics.formulas inside the module's
     formula_scope, computed in the wider dtype and rounded once) or "kernel" (the float32 kernel of
     backends/<name>/kernels.py for float32, bfloat16 and float16; float64 has no float32 kernel and takes the
-    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (core.formulas.closed_form)
+    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (core.numerics.formulas.closed_form)
     where the backend's `with_derivatives` installs them (the XLA backends), autodiff elsewhere. The callable takes
     and returns the framework's arrays. Raises
     ValueError naming the backend and key when the framework has no builtin, or no kernel, for `act`."""

@@ -2,7 +2,7 @@
 
 Frameworks choose their CPU kernels by the processor's features, so one wheel computes differently on different
 CPUs (a known fault can appear on one machine and not on another). Three dispatchers decide it for gelulab's
-backends, each named in the backend's record (core.contract.Capabilities.dispatcher):
+backends, each named in the backend's record (core.contracts.contract.Capabilities.dispatcher):
 
 * "aten" (torch eager and inductor): `torch.backends.cpu.get_cpu_capability()`, forced lower with
   ATEN_CPU_CAPABILITY=default|avx2|avx512 (https://pytorch.org/docs/stable/backends.html#torch-backends-cpu);

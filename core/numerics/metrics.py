@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 

@@ -5,7 +5,7 @@ line saying what was kept.
 check_writable(path)      create-and-write test of a results folder before any work (OutputUnwritable, a
                           ValueError, naming the path and the reason: a path under a file, a read-only folder)
 atomic_write_bytes        temp file in the same folder, then os.replace: a crash leaves the old file or none
-                          (one run at a time per folder: core.lock.hold, taken right after check_writable)
+                          (one run at a time per folder: core.plumbing.lock.hold, taken right after check_writable)
 set_aside(path, why)      rename a file that cannot be used to `<name>.<why>-<n>`, never deleting it
 Interrupted               raised by a command stopped by Ctrl-C (SIGINT) or SIGTERM: its message says what was
                           kept and how to resume; the command line prints it as one line (exit 130 / 143)

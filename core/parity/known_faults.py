@@ -18,7 +18,7 @@ Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault wi
 "unreported" (known here, no upstream report found) or "gelulab" (gelulab's own formula). `gelulab parity` splits
 its flagged cells by kind, and a flagged cell that matches no entry is NEW (`--fail-on-new` exits 1).
 
-Some faults depend on the machine. Frameworks pick CPU kernels by the processor's features (core.cpu_dispatch), so
+Some faults depend on the machine. Frameworks pick CPU kernels by the processor's features (core.parity.cpu_dispatch), so
 an entry may name the dispatch levels where it occurs (`dispatch`): on another level that was measured
 (MEASURED_DISPATCH) the cell must pass, and on a level that was never measured the fault may or may not occur. An
 entry whose occurrence no forcible setting decides says where it was seen (`varies`) and may or may not occur
@@ -41,7 +41,7 @@ class KnownFault:
     """A known fault: the cells it matches fail (xfail, strict where `certain`). None matches anything.
     reason: one line; link: the upstream issue or PR (or, where none exists, the closest one and a note);
     kind: one of KINDS, or None to derive it (see `classification`); dispatch: the CPU dispatch levels of the
-    backend (core.cpu_dispatch) where it occurs, None on every level; varies: where the fault was seen and where
+    backend (core.parity.cpu_dispatch) where it occurs, None on every level; varies: where the fault was seen and where
     not, when it depends on the machine in a way no forcible setting decides (then it may or may not occur)."""
 
     reason: str
@@ -99,7 +99,7 @@ class KnownFault:
                 f"{list(self.dispatch)}; this machine's level {group.dispatch!r} was not measured)")
 
 
-# The CPU dispatch levels (core.cpu_dispatch) at which the whole table below was measured, per backend: forced with
+# The CPU dispatch levels (core.parity.cpu_dispatch) at which the whole table below was measured, per backend: forced with
 # ATEN_CPU_CAPABILITY, XLA_FLAGS=--xla_cpu_max_isa and NPY_DISABLE_CPU_FEATURES on an Intel Xeon (AVX-512) by
 # `make test-dispatch`. An entry with `dispatch` is certain only at these levels.
 MEASURED_DISPATCH: dict[str, tuple[str, ...]] = {
@@ -161,7 +161,7 @@ def fault(mechanism, backend, orders, regions, dtypes, modes, impl="builtin", di
 
 def _every_activation(smooth_keys: tuple[str, ...]) -> tuple[KnownFault, ...]:
     """The rows that hold for every activation, first so that they name these cells: float16 through XLA raises at
-    its lowest CPU level (core.cpu_dispatch, `make test-dispatch`): every jax float16 cell, TensorFlow's compiled
+    its lowest CPU level (core.parity.cpu_dispatch, `make test-dispatch`): every jax float16 cell, TensorFlow's compiled
     ones and its kernel (an XLA function in eager mode too); the second derivative of the builtin and the formula
     of an entry that is not smooth (ReLU'', a constant 0) compiles without a conversion."""
     return tuple(

@@ -1,6 +1,6 @@
 """gelulab's own activation formulas, written once over a minimal array namespace `xp`.
 
-Every backend hands these functions its own `xp` (the ArrayOps Protocol, `core.contract.ArrayOps`), so the same formula runs as
+Every backend hands these functions its own `xp` (the ArrayOps Protocol, `core.contracts.contract.ArrayOps`), so the same formula runs as
 numpy, jax, torch or tensorflow code and stays differentiable and compilable by that framework.
 
 Accuracy design:
@@ -202,7 +202,7 @@ def closed_form(act, xp, w, order: int):
 
 
 # Closed-form derivatives: numpy's derivatives (it has no autodiff) and the float64 formula's derivative rules on the
-# XLA backends (core.interface.implementation). Each takes and returns the wide dtype.
+# XLA backends (core.contracts.interface.implementation). Each takes and returns the wide dtype.
 
 
 def relu_d1(xp, x):

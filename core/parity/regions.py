@@ -13,8 +13,8 @@ import mpmath
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS
-from gelulab.core.dtypes import get_dtype
-from gelulab.core.reference import reference_mp
+from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.parity.reference import reference_mp
 
 
 def _as(values, dtype: str) -> np.ndarray:

@@ -6,9 +6,9 @@ A backend is a folder `backends/<name>/` with
     `backends/__init__.py` can list every backend, with its install command, on a machine that has none of the
     frameworks, and gelulab.api can dispatch on an array's type without importing a framework the caller has not);
   * one module per entry of `Capabilities.modules`, each implementing the Protocol of `PROTOCOLS`:
-      activations.py  ActivationOps (conversion, the array primitives of core.formulas, builtins, kernels,
+      activations.py  ActivationOps (conversion, the array primitives of core.numerics.formulas, builtins, kernels,
                       autodiff, compiler, versions, threads, settings)
-      kernels.py      KernelOps: gelulab's float32 kernels (core.kernels) as the framework's callables, and the
+      kernels.py      KernelOps: gelulab's float32 kernels (core.numerics.kernels) as the framework's callables, and the
                       kernel namespace they are written over (bit operations included); optional
       bench.py        BenchHooks (optional) (synchronisation, device input, copy, compile counts; used by benchmarks/)
       bert.py         Encoder, or TrainableEncoder where the backend has autodiff (experiments/swap)
@@ -34,16 +34,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from gelulab.core.config import DEVICES
-from gelulab.core.cpu_dispatch import DISPATCHERS
-from gelulab.core.dtypes import DTYPES
+from gelulab.core.numerics.dtypes import DTYPES
+from gelulab.core.parity.cpu_dispatch import DISPATCHERS
+from gelulab.core.plumbing.config import DEVICES
 
 MODES = ("eager", "compiled")
 
 
 @runtime_checkable
 class ArrayOps(Protocol):
-    """The array primitives gelulab's formulas (core.formulas) are written over; `x` is a framework array."""
+    """The array primitives gelulab's formulas (core.numerics.formulas) are written over; `x` is a framework array."""
 
     def where(self, c, a, b):
         """Elementwise c ? a : b with broadcasting; a Python-scalar branch takes the other branch's dtype."""
@@ -55,7 +55,7 @@ class ArrayOps(Protocol):
         """gelulab's dtype name of x ("float64", "float32", "bfloat16", "float16")."""
 
     def wide(self, name: str) -> str:
-        """The dtype the formulas compute dtype `name` in (core.dtypes DType.wide, or narrower where the device
+        """The dtype the formulas compute dtype `name` in (core.numerics.dtypes DType.wide, or narrower where the device
         lacks it)."""
 
     def erfc(self, x):
@@ -70,14 +70,14 @@ class ArrayOps(Protocol):
 
 @runtime_checkable
 class ActivationOps(ArrayOps, Protocol):
-    """`backends/<name>/activations.py`: everything `core.interface.Backend` needs from one framework."""
+    """`backends/<name>/activations.py`: everything `core.contracts.interface.Backend` needs from one framework."""
 
     def setup(self, device: str) -> None:
         """Select `device` ("cpu", "gpu", "tpu") for the arrays asarray creates; RuntimeError when it is absent.
         Changes no framework-wide setting."""
 
     def apply_settings(self, settings) -> dict:
-        """Apply a core.settings.Settings (threads, x64, TF32) to the framework, process-wide; returns what was set
+        """Apply a core.plumbing.settings.Settings (threads, x64, TF32) to the framework, process-wide; returns what was set
         ({setting: value}). Only `gelulab.reproducible` calls it."""
 
     def threads(self) -> dict:
@@ -109,7 +109,7 @@ class ActivationOps(ArrayOps, Protocol):
         """f0 with f1 as its derivative and f2 as f1's (the framework's custom-derivative rule), where autodiff of
         f0 would lose accuracy on this framework; f0 unchanged where it would not. gelulab's float64 formula takes
         its closed-form derivatives this way on XLA, whose flush-to-zero loses the subnormal cotangents of
-        reverse mode (core.interface.implementation)."""
+        reverse mode (core.contracts.interface.implementation)."""
 
     def compile(self, fn: Callable) -> Callable:
         """fn compiled by the framework's compiler; ValueError where the backend has no compiled mode."""
@@ -118,13 +118,13 @@ class ActivationOps(ArrayOps, Protocol):
         """{package: version string} of the framework packages used."""
 
     def cpu_dispatch(self) -> str | None:
-        """The CPU kernel level the framework runs at in this process (a level of core.cpu_dispatch.levels of the
+        """The CPU kernel level the framework runs at in this process (a level of core.parity.cpu_dispatch.levels of the
         backend's dispatcher, e.g. "avx2"), None where it cannot be told."""
 
 
 @runtime_checkable
 class KernelNamespace(Protocol):
-    """The array operations core.kernels is written over (besides + - * / and comparisons), on float32 arrays."""
+    """The array operations core.numerics.kernels is written over (besides + - * / and comparisons), on float32 arrays."""
 
     def where(self, c, a, b):
         """Elementwise c ? a : b, float32 (a Python-float branch becomes float32)."""
@@ -147,11 +147,11 @@ class KernelNamespace(Protocol):
 
 @runtime_checkable
 class KernelOps(Protocol):
-    """`backends/<name>/kernels.py`: gelulab's float32 kernels (core.kernels) in the framework's operations. Only a
+    """`backends/<name>/kernels.py`: gelulab's float32 kernels (core.numerics.kernels) in the framework's operations. Only a
     backend whose arrays can be reinterpreted bitwise (float32 <-> int32) has one (its record lists "kernels")."""
 
     NS: KernelNamespace
-    """The kernel namespace core.kernels' functions take as `xp`."""
+    """The kernel namespace core.numerics.kernels' functions take as `xp`."""
 
     def kernel(self, key: str) -> Callable:
         """The kernel of catalogue entry `key` (ValueError for an entry without one): float32, bfloat16 and float16
@@ -177,10 +177,10 @@ class Package(Protocol):
 
 @runtime_checkable
 class Trainer(Protocol):
-    """`backends/<name>/moons.py`: trains the moons MLP from a core.training.TrainSpec (needs autodiff)."""
+    """`backends/<name>/moons.py`: trains the moons MLP from a core.contracts.training.TrainSpec (needs autodiff)."""
 
     def train(self, spec) -> Any:
-        """Train the spec's seeds of one arm together; returns a core.training.TrainOutput."""
+        """Train the spec's seeds of one arm together; returns a core.contracts.training.TrainOutput."""
 
     def bench_step(self, spec, mode: str) -> tuple[Callable, Callable | None]:
         """(call, fn): call() runs one matched-regime training step; fn is the compiled function or None."""
@@ -188,7 +188,7 @@ class Trainer(Protocol):
 
 @runtime_checkable
 class Encoder(Protocol):
-    """`backends/<name>/bert.py`: the BERT encoder forward pass from numpy weights (core.encoder)."""
+    """`backends/<name>/bert.py`: the BERT encoder forward pass from numpy weights (core.contracts.encoder)."""
 
     def to_framework(self, params: dict) -> dict:
         """numpy float32 weights -> the framework's arrays on the backend's device."""
@@ -276,13 +276,13 @@ class Capabilities:
     name: the backend's name ("jax"); package: the framework's import name, probed to tell whether the backend is
     installed ("jax"); extra: the pyproject optional-dependency group that installs it ("jax"), None for a core
     dependency; modes: execution modes, ("eager",) or ("eager", "compiled"); devices: the devices it can run on
-    (subset of core.config.DEVICES); autodiff: whether derivatives come from the framework's autodiff (then it
+    (subset of core.plumbing.config.DEVICES); autodiff: whether derivatives come from the framework's autodiff (then it
     provides a moons Trainer and a TrainableEncoder; without it, no training); thread_control: the thread pools
     `gelulab.reproducible(threads=n)` sets ("intra_op", "inter_op"), () where the backend runs on one thread;
-    modules: the contract modules the folder provides (keys of core.contract.PROTOCOLS); dispatcher: what picks
-    the framework's CPU kernels by the processor's features (a key of core.cpu_dispatch.DISPATCHERS: "aten", "xla",
+    modules: the contract modules the folder provides (keys of core.contracts.contract.PROTOCOLS); dispatcher: what picks
+    the framework's CPU kernels by the processor's features (a key of core.parity.cpu_dispatch.DISPATCHERS: "aten", "xla",
     "numpy"), which known faults may depend on; dtypes: the gelulab dtypes its arrays can hold (some of
-    core.dtypes.DTYPES, float32 and float64 always: the formulas compute in float64); no cell, test or command
+    core.numerics.dtypes.DTYPES, float32 and float64 always: the formulas compute in float64); no cell, test or command
     asks it for another; array_type: how messages name the framework's array type ("torch.Tensor").
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module or dtype,

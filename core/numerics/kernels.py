@@ -6,7 +6,7 @@ comparisons, and `xp.where`, `xp.abs`, `xp.rint` (round half to even), `xp.keep_
 leading significant bits, by masking the low mantissa bits), `xp.pow2(k)` (2**k from exponent bits) and
 `xp.bits_equal(x, u)` (x has the bit pattern u, an int). Inputs are
 float32 arrays (the backends widen bfloat16/float16 exactly and round the float32 result once); no float64 value is
-created anywhere. Every constant is a float32 value (core/kernel_coeffs.py, fitted by core/kernel_fit.py).
+created anywhere. Every constant is a float32 value (core/numerics/kernel_coeffs.py, fitted by core/numerics/kernel_fit.py).
 
 How each result is made accurate (the libm techniques of CORE-MATH, SLEEF and fdlibm, restated for float32 only):
 * Symmetry. Every GELU form is f(x) = x S(x) with S(x) + S(-x) = 1, so f(x) = x + f(-x) and f'(x) = 1 - f'(-x):
@@ -41,9 +41,16 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gelulab.core import kernel_coeffs as KC
-from gelulab.core.kernel_coeffs import (
-    CENTER, COEFFS, GELU_A0_HI, GELU_A0_LO, GELU_SPLIT_D1, GELU_SPLIT_VALUE, P0_LO, SIGMA_WINDOW,
+from gelulab.core.numerics import kernel_coeffs as KC
+from gelulab.core.numerics.kernel_coeffs import (
+    CENTER,
+    COEFFS,
+    GELU_A0_HI,
+    GELU_A0_LO,
+    GELU_SPLIT_D1,
+    GELU_SPLIT_VALUE,
+    P0_LO,
+    SIGMA_WINDOW,
 )
 
 # ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits so n * LN2_HI is exact for n < 256
@@ -67,8 +74,8 @@ class Kernel:
     a_max: (order 0, 1, 2) clamp points in |x|: beyond a_max[order], f(-a) (resp. f'(-a)) rounds to -0 in float32
       and f(a) to a (f'(a) to 1), and f''(+-a) is below the smallest normal (the kernel returns 0); None where
       nothing is clamped (ReLU).
-    d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.kernel_coeffs, fitted by
-      core/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify` sends inputs near -A0
+    d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.numerics.kernel_coeffs, fitted by
+      core/numerics/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify` sends inputs near -A0
       to mpmath.
     """
 
@@ -85,7 +92,7 @@ class Kernel:
         return (self.value, self.d1, self.d2)[order]
 
 
-# exact GELU's clamp points: the fitted ranges of its value and f' polynomials (core/kernel_fit.py)
+# exact GELU's clamp points: the fitted ranges of its value and f' polynomials (core/numerics/kernel_fit.py)
 GELU_NONE_A_MAX = (14.5, 14.7, 14.7)
 
 
@@ -200,7 +207,7 @@ def gelu_none(xp, x):
 
     f(-a) = -2^-n E F P: for a < 2 (GELU_SPLIT_VALUE), E = e^{-(a^2 + a)/2} (with the reduction), F = a,
     P = K(a) = R(a) e^{a/2}, a polynomial in a; for a >= 2, E = e^{-a^2/2}, F = 1, P = W(a) = a R(a), a polynomial
-    in 1/a; R(a) = Phi(-a) e^{a^2/2} (both P are flat: core/kernel_fit.py fits them)."""
+    in 1/a; R(a) = Phi(-a) e^{a^2/2} (both P are flat: core/numerics/kernel_fit.py fits them)."""
     a = xp.abs(x)
     amax = GELU_NONE_A_MAX[0]
     ac = xp.where(a > amax, amax, a)
@@ -482,9 +489,9 @@ def relu_d2(xp, x):
 def sigmoid_kernel(key: str, z: Callable, zp: Callable, a_max: tuple) -> Kernel:
     """The Kernel of the x sigma(z(x)) form named `key`: z(xp, a) -> ((z, z_lo), (a z'(a), lo)) and
     zp(xp, a) -> ((z'(a), lo), (a z''(a), lo)) as float32 pairs (z_silu, z_sigmoid, z_tanh and zp_...), a_max its
-    clamp points per order (see Kernel). Its fitted constants are core.kernel_coeffs' KEY_A0_HI/LO and KEY_B0_HI/LO
+    clamp points per order (see Kernel). Its fitted constants are core.numerics.kernel_coeffs' KEY_A0_HI/LO and KEY_B0_HI/LO
     (the zeros of f' and f'') and the window polynomials COEFFS["KEY_J2"], COEFFS["KEY_B2"] (KEY = key.upper(), the
-    names core/kernel_fit.py gives them)."""
+    names core/numerics/kernel_fit.py gives them)."""
     a_max = tuple(a_max)
     return Kernel(_sig_value(key, z, a_max[0]), _sig_d1(key, z, a_max[1]), _sig_d2(key, z, zp, a_max[2]),
                   a_max=a_max, d1_root=getattr(KC, f"{key.upper()}_A0_HI"))

@@ -1,6 +1,6 @@
 """Where a result comes from: gelulab's version and git commit, the command line, and installed package versions.
 
-Every report carries provenance() (through core.report.environment); resumable results store
+Every report carries provenance() (through core.plumbing.report.environment); resumable results store
 package_versions() in their key, so results of other versions are never mixed with new ones.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def gelulab_version() -> str:
 def git_commit() -> str | None:
     """The git commit of gelulab's source folder, with " (modified)" when tracked files differ from it; None when
     gelulab is not run from a git checkout (an installed wheel) or git is absent."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=False)

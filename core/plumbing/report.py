@@ -1,6 +1,6 @@
 """Report plumbing shared by every command: environment record, atomic JSON/text writes, Markdown tables.
 
-Every report records gelulab's version, git commit and command line (core.provenance), the versions of Python,
+Every report records gelulab's version, git commit and command line (core.plumbing.provenance), the versions of Python,
 numpy and every framework used, the framework settings asked for (gelulab.reproducible), the thread counts in
 effect and the CPU, so that its numbers can be reproduced.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gelulab.core import config
-from gelulab.core import settings as framework_settings
-from gelulab.core.output import atomic_write_bytes
-from gelulab.core.provenance import provenance
+from gelulab.core.plumbing import config
+from gelulab.core.plumbing import settings as framework_settings
+from gelulab.core.plumbing.output import atomic_write_bytes
+from gelulab.core.plumbing.provenance import provenance
 
 
 def cpu_model() -> str:
@@ -33,7 +33,7 @@ def cpu_model() -> str:
 
 
 def environment(backends=()) -> dict:
-    """Provenance and machine: gelulab's version, git commit and command line (core.provenance), python, numpy,
+    """Provenance and machine: gelulab's version, git commit and command line (core.plumbing.provenance), python, numpy,
     scipy, mpmath, each given Backend's framework versions, cores, GELULAB_THREADS, GELULAB_DEVICE, CPU model,
     OPENBLAS_CORETYPE if set, and "settings": the arguments of the last gelulab.reproducible call ({"threads",
     "x64", "tf32"}), None when it was not called.
@@ -98,7 +98,7 @@ def _clean(o):
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` atomically (core.output.atomic_write_bytes); creates parent dirs.
+    """Write `text` (UTF-8) to `path` atomically (core.plumbing.output.atomic_write_bytes); creates parent dirs.
     A crash mid-write leaves the old file (or none), never a truncated one. Returns the Path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -107,7 +107,7 @@ CHECKSUM_FIELD = "sha256"
 
 
 def record_digest(data: dict) -> str:
-    """sha256 (hex) of a JSON record without its CHECKSUM_FIELD: over its canonical form (core.report._clean, keys
+    """sha256 (hex) of a JSON record without its CHECKSUM_FIELD: over its canonical form (core.plumbing.report._clean, keys
     sorted, no whitespace, UTF-8), so re-indenting a file keeps the digest and changing any value changes it."""
     body = {k: v for k, v in _clean(data).items() if k != CHECKSUM_FIELD}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,7 +1,7 @@
 """High-precision reference values with mpmath, correctly rounded to a target dtype.
 
 Each activation is evaluated with its own formula (an approximation against its own formula, never against exact
-GELU) and its first and second derivatives, in closed form (the catalogue entry's `mp`, core.mp_forms), at
+GELU) and its first and second derivatives, in closed form (the catalogue entry's `mp`, core.numerics.mp_forms), at
 `PRECISION_BITS` bits of working precision; at +-inf the catalogue's `limits` are returned, and beyond an entry's
 `far` point (where mpmath's erfc cannot take the argument) the limit on that side, as a tiny number of its sign.
 
@@ -19,7 +19,7 @@ import mpmath
 import numpy as np
 
 from gelulab.core.activations import get_activation
-from gelulab.core.dtypes import get_dtype
+from gelulab.core.numerics.dtypes import get_dtype
 
 PRECISION_BITS = 160  # ~48 decimal digits, plus -log2|x| bits for tiny |x| (see _reference_mp)
 

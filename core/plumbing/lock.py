@@ -31,7 +31,7 @@ from pathlib import Path
 
 import filelock
 
-from gelulab.core.provenance import command_line
+from gelulab.core.plumbing.provenance import command_line
 
 LOCK_NAME = ".gelulab.lock"
 
@@ -117,7 +117,7 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     Creates the folder (and its parents) when missing. Raises FolderInUse (a ValueError), before the block runs,
     when another process or thread holds it: "<option> <folder> is in use by pid N on host H (`command`, started
     T); wait for that run to end or use another <option>". Raises OSError when the folder cannot be created or
-    the lock file cannot be opened (check the folder with core.output.check_writable first for a clearer line).
+    the lock file cannot be opened (check the folder with core.plumbing.output.check_writable first for a clearer line).
     Raises LockFileUnusable (a ValueError) when the lock file is a symbolic link or a folder, or the lock fails
     for any reason but a file system without flock (ENOSYS, EOPNOTSUPP, ENOLCK: then one note and no lock).
     Prints one note on stderr when it takes over the lock of a process that ended without releasing it."""
