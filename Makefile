@@ -19,15 +19,19 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/gelulab run
 
+# pytest-xdist: one worker per CPU core (JOBS=1 runs in one process); --dist loadgroup keeps a test module's tests
+# in one worker (module-scoped fixtures are built once) and the parity cells that share a reference together.
+JOBS ?= auto
+XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup)
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 # The developer loop: the suite without the tests marked slow, compile, subprocess or training (markers in
 # pyproject.toml); the parity cells stay in. `make test` (CI) runs everything. GELULAB_BACKEND=numpy narrows it to
 # one backend and imports no other framework (tests/conftest.py fails a test that does).
 FAST := not slow and not compile and not subprocess and not training
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "$(FAST)"
+	$(PY) -m pytest $(XDIST) -m "$(FAST)"
 
 # The eager parity cells again under every CPU dispatch level below this processor's own (tests/dispatch_levels.py)
 test-dispatch: $(STAMP)

@@ -31,7 +31,9 @@ class Activation(nn.Module):
         super().__post_init__()
 
     def __call__(self, x):
-        return apply(self.key, x, self.impl)
+        # the default "kernel" takes the formula for an entry without a kernel (Activation.impl_for), as the
+        # torch and Keras layers do
+        return apply(self.key, x, get_activation(self.key).impl_for(self.impl))
 
 
 class GELU(nn.Module):

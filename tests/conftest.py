@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # the suite measures the compiled kernels themselves
 
 from gelulab.backends import BackendUnavailable, capabilities, get_backend, reproducible, selected_backends
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, get_activation
 from gelulab.core.contracts.contract import PROTOCOLS
 from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.plumbing import config
@@ -137,6 +137,7 @@ def pytest_report_header(config):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's --dist loadgroup runs a group in one worker")
     config.addinivalue_line("markers", "backend_needs(*needs): run on the selected backends whose record has these "
                                        "only: capabilities (core.contracts.contract.Capabilities: kernels, compiled, autodiff), "
                                        "contract modules (bert, bench, ...) or dtypes it holds (float16, ...)")
@@ -152,6 +153,16 @@ def _has(record, need: str) -> bool:
     return bool(getattr(record, need))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's --dist loadgroup (`make test`): a test without an xdist_group mark goes with the rest of
+    its module, so module-scoped fixtures (a benchmark run, a trained model) are built by one worker only; the
+    parity cells carry finer groups of their own (tests/test_parity.py)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def pytest_generate_tests(metafunc):
     """`backend_name` (and so `backend`) runs once per selected backend, or per selected backend that has what the
     test's `backend_needs` marks name."""
@@ -161,8 +172,8 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_runtest_setup(item):
-    """A backend's test parametrised with a `dtype` its record does not hold, impl "kernel" where it has no kernels
-    or impl "builtin" where it has no builtin (for the test's `key`, or for any entry) is skipped, saying why: what a
+    """A backend's test parametrised with a `dtype` its record does not hold, impl "kernel" where it or the test's
+    catalogue entry `key` has no kernels, or impl "builtin" where it has no builtin (for the test's `key`, or for any entry) is skipped, saying why: what a
     backend offers is its record's to say, not a list of backends in the tests."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     name = params.get("backend_name")
@@ -173,6 +184,8 @@ def pytest_runtest_setup(item):
         pytest.skip(f"backend {name!r} holds no {dtype} arrays (its dtypes: {list(record.dtypes)})")
     if impl == "kernel" and not record.kernels:
         pytest.skip(f"backend {name!r} has no kernels")
+    if impl == "kernel" and isinstance(params.get("key"), str) and get_activation(params["key"]).kernel is None:
+        pytest.skip(f"catalogue entry {params['key']!r} has no kernel (its default is the formula)")
     if impl == "builtin":
         keys = [params["key"]] if isinstance(params.get("key"), str) else list(ACTIVATIONS)
         if not any(get_backend(name).has_builtin(k) for k in keys):

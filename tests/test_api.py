@@ -18,7 +18,7 @@ from conftest import requires
 
 import gelulab
 from gelulab.backends import REGISTRY, capabilities, get_backend
-from gelulab.core.activations import ACTIVATIONS
+from gelulab.core.activations import ACTIVATIONS, get_activation
 from gelulab.core.parity.reference import reference
 
 KEYS = list(ACTIVATIONS)
@@ -287,7 +287,7 @@ def test_no_framework_is_imported_that_the_caller_did_not_import():
 @pytest.mark.parametrize("key", KEYS)
 def test_default_is_the_float32_kernel(key):
     """The default implementation computes float32 in float32 alone (no float64 value in the traced program), as
-    impl="kernel" does, where impl="formula" widens to float64."""
+    impl="kernel" does, where impl="formula" widens to float64; an entry without a kernel defaults to its formula."""
     jax = requires("jax")
     x = X.astype(np.float32)
 
@@ -296,6 +296,11 @@ def test_default_is_the_float32_kernel(key):
         return "f64" in str(jax.make_jaxpr(fn)(x))
 
     assert has_f64("formula") or key == "relu"
+    if get_activation(key).kernel is None:
+        assert has_f64() == has_f64("formula")
+        with pytest.raises(ValueError, match="kernel"):
+            gelulab.apply(key, jax.numpy.asarray(x), "kernel")
+        return
     assert not has_f64("kernel")
     assert not has_f64()
     close(np.asarray(gelulab.apply(key, jax.numpy.asarray(x), "kernel")), key, x, "float32")

@@ -27,6 +27,8 @@ def _params():
     for g in groups([get_backend(n) for n in SELECTED]):
         for r in REGIONS:
             marks = [pytest.mark.slow, pytest.mark.compile] if g.mode != "eager" else []
+            # with pytest-xdist (--dist loadgroup), one worker takes every cell sharing a reference
+            marks.append(pytest.mark.xdist_group(f"parity-{g.key}-{g.dtype}-d{g.order}"))
             fault = known_fault(g, r)
             if fault is not None:  # a fault that depends on the machine may pass here: then not strict
                 condition = fault.condition(g)

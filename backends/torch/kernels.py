@@ -282,13 +282,33 @@ class _Compiled:
                 return self._float64(x)
             back = (lambda v: v.as_strided(x.shape, xf.stride())) if dense else (lambda v: v.reshape(x.shape))
             y = tuple(back(v) for v in y) if isinstance(y, tuple) else back(y)
-        if dtype == torch.float32:
-            return y
-        if dtype == torch.bfloat16 and self.bf16:  # value kernels: the one bfloat16 tie (kernel_function)
-            y0 = y[0] if isinstance(y, tuple) else y
-            y0 = torch.where((ns or NS).bits_equal(xf, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
-            y = (y0,) + y[1:] if isinstance(y, tuple) else y0
-        return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
+        return _in_dtype(y, xf, dtype, self.bf16, ns or NS)
+
+
+def _in_dtype(y, xf, dtype, bf16: bool, ns):
+    """Float32 kernel results y (a tensor or tuple) of float32 inputs xf, in the caller's dtype: bfloat16 and
+    float16 rounded once, with the one bfloat16 tie of the value kernels (bf16; core.numerics.kernels.kernel_function)."""
+    if dtype == torch.float32:
+        return y
+    if dtype == torch.bfloat16 and bf16:
+        y0 = y[0] if isinstance(y, tuple) else y
+        y0 = torch.where(ns.bits_equal(xf, K.BF16_TIE_BITS), K.SMALLEST_NORMAL, y0)
+        y = (y0,) + y[1:] if isinstance(y, tuple) else y0
+    return tuple(v.to(dtype) for v in y) if isinstance(y, tuple) else y.to(dtype)
+
+
+def _traced(k: _Compiled):
+    """k's computation as a plain function of its input, for the autograd.Functions called inside torch.compile:
+    dynamo traces a Function's forward and backward without a source for the objects they close over, and can
+    wrap functions and tuples there but not a _Compiled instance (it would break the graph)."""
+    fns, bf16 = k.fns, k.bf16
+
+    def run(x):
+        xf = x if x.dtype == torch.float32 else x.to(torch.float32)
+        out = tuple(f(NS, xf) for f in fns)
+        return _in_dtype(out if len(out) > 1 else out[0], xf, x.dtype, bf16, NS)
+
+    return run
 
 
 @cache
@@ -310,8 +330,10 @@ def kernel(key: str):
     return _BUILT[key]
 
 
-def _build(key: str):
-    k0, k1, k2, k01 = _kernels(key)
+def _functions(k1, k2, k01, forward_mode: bool):
+    """The autograd.Functions (D1: f' with f'' as its derivative; F: the value and f' in one loop) of one kernel.
+    forward_mode: with a `jvp` (torch.func.jvp, jacfwd, hessian), for eager calls; without one for calls inside
+    torch.compile, whose dynamo cannot trace a custom jvp and would break the caller's graph at every call."""
 
     class D1(torch.autograd.Function):
         @staticmethod
@@ -321,17 +343,13 @@ def _build(key: str):
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(inputs[0])
-            ctx.save_for_forward(inputs[0])
+            if forward_mode:
+                ctx.save_for_forward(inputs[0])
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
             return g * k2(x)
-
-        @staticmethod
-        def jvp(ctx, t):
-            (x,) = ctx.saved_tensors
-            return t * k2(x)
 
         @staticmethod
         def vmap(info, in_dims, x):  # elementwise: the batch dimension stays where it is
@@ -345,7 +363,8 @@ def _build(key: str):
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(inputs[0], output[1])
-            ctx.save_for_forward(inputs[0], output[1])
+            if forward_mode:
+                ctx.save_for_forward(inputs[0], output[1])
             ctx.mark_non_differentiable(output[1])
 
         @staticmethod
@@ -356,18 +375,31 @@ def _build(key: str):
             return g * d
 
         @staticmethod
-        def jvp(ctx, t):  # forward mode (torch.func.jvp, jacfwd, hessian): t f'(x), f' a Function for 2nd order
-            x, _d = ctx.saved_tensors
-            return t * D1.apply(x), None
-
-        @staticmethod
         def vmap(info, in_dims, x):
             y, d = F.apply(x)
             return (y, d), (in_dims[0], in_dims[0])
 
+    if forward_mode:
+        def d1_jvp(ctx, t):
+            (x,) = ctx.saved_tensors
+            return t * k2(x)
+
+        def f_jvp(ctx, t):  # forward mode: t f'(x), f' a Function for 2nd order
+            x, _d = ctx.saved_tensors
+            return t * D1.apply(x), None
+
+        D1.jvp, F.jvp = staticmethod(d1_jvp), staticmethod(f_jvp)
+    return D1, F
+
+
+def _build(key: str):
+    k0, k1, k2, k01 = _kernels(key)
+    _, eager = _functions(k1, k2, k01, forward_mode=True)
+    _, traced = _functions(_traced(k1), _traced(k2), _traced(k01), forward_mode=False)
+
     def f(x):  # torch.jit.trace records the value's ops alone (its IR cannot hold an autograd.Function)
         if torch.is_grad_enabled() and x.requires_grad and not torch.jit.is_tracing():
-            return F.apply(x)[0]
+            return (traced if torch.compiler.is_compiling() else eager).apply(x)[0]
         return k0(x)
 
     f.__name__ = f"{key}_kernel"
