@@ -304,9 +304,10 @@ def _traced(k: _Compiled):
     fns, bf16 = k.fns, k.bf16
 
     def run(x):
+        ns = _recording() or NS  # PORTABLE_NS (no bit casts) for the ONNX exporters
         xf = x if x.dtype == torch.float32 else x.to(torch.float32)
-        out = tuple(f(NS, xf) for f in fns)
-        return _in_dtype(out if len(out) > 1 else out[0], xf, x.dtype, bf16, NS)
+        out = tuple(f(ns, xf) for f in fns)
+        return _in_dtype(out if len(out) > 1 else out[0], xf, x.dtype, bf16, ns)
 
     return run
 
