@@ -7,9 +7,9 @@ TOML text (read by tomllib here, independently of experiments.moons.grid) and th
 from __future__ import annotations
 
 import itertools
-import tomllib
 
 import readme_counts as RC
+import tomllib
 
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.moons.grid import DEFAULT_GRID
