@@ -15,7 +15,8 @@ built for (autocast, another thread count), keep the float64 path (_Compiled._lo
 the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
 `bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
-traced into the caller's graph instead; torch.jit.trace and torch.onnx.export (both exporters) record them without bit
+traced into the caller's graph instead (with gradients, through twin Functions that have no custom jvp and call plain
+functions, which dynamo traces without breaking the graph); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
 casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values.
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
