@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import cache
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -40,6 +41,7 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+@cache
 def matrix() -> dict:
     """The parity matrix of every registered backend on a CPU: {"cells": n, "by_backend_mode": {(backend, mode):
     n}, "kernel_low": kernel cells in float32/bfloat16/float16, "known": {kind: cells the known-fault table lists},
@@ -90,8 +92,7 @@ def _grid() -> str:
     cells = spec.cells()
     cfg = cells[0].config
     varied = [a for a in G.AXES if len(spec.axes[a]) > 1]
-    labels = {"depth": "hidden layers", "lr": "Adam learning rate", "dataset": "", "noise": "noise",
-              "width": "width", "batch_size": "batch size", "epochs": "epochs", "dtype": ""}
+    labels = {**G.AXIS_LABELS, "lr": "Adam learning rate", "dataset": "", "dtype": ""}  # values name themselves
     show = {"dataset": lambda v: f"make_{v}"}
     parts = []
     for a in varied:
