@@ -157,10 +157,24 @@ def _has(record, need: str) -> bool:
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist's --dist loadgroup (`make test`): a test without an xdist_group mark goes with the rest of
     its module, so module-scoped fixtures (a benchmark run, a trained model) are built by one worker only; the
-    parity cells carry finer groups of their own (tests/test_parity.py)."""
+    parity cells carry finer groups of their own (tests/test_parity.py). A test of a kernel that compiles on its
+    eager call is marked `compile` (before `-m` selects)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        if _calls_a_compiling_kernel(item):
+            item.add_marker(pytest.mark.compile)
+
+
+def _calls_a_compiling_kernel(item) -> bool:
+    """Whether a backend's test runs its kernels (impl "kernel", or a `backend_needs("kernels")` mark) on a backend
+    whose eager kernel calls compile first (its record's eager_kernels_compile): such a test is marked `compile`."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    name = params.get("backend_name")
+    if name is None or not capabilities(name).eager_kernels_compile:
+        return False
+    needs = {c for mark in item.iter_markers("backend_needs") for c in mark.args}
+    return params.get("impl") == "kernel" or "kernels" in needs
 
 
 def pytest_generate_tests(metafunc):
@@ -198,9 +212,14 @@ def backend(backend_name):
 
 
 # hypothesis: derandomized (the same examples on every run, CI or not, so `make test` is never flaky), fixed
-# example budget, no deadline (first framework calls are slow). GELULAB_HYPOTHESIS=explore draws fresh examples.
+# example budget, no deadline (first framework calls are slow). GELULAB_HYPOTHESIS=explore draws fresh examples;
+# =fast (`make test-fast`) draws 10 instead of 60.
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None)
 settings.register_profile("explore", max_examples=300, deadline=None)
-settings.load_profile("explore" if os.environ.get("GELULAB_HYPOTHESIS") == "explore" else "ci")
+settings.register_profile("fast", derandomize=True, max_examples=10, deadline=None)  # `make test-fast`
+_PROFILES = ("ci", "explore", "fast")
+if os.environ.get("GELULAB_HYPOTHESIS", "ci") not in _PROFILES:
+    raise pytest.UsageError(f"GELULAB_HYPOTHESIS={os.environ['GELULAB_HYPOTHESIS']!r}; expected one of {list(_PROFILES)}")
+settings.load_profile(os.environ.get("GELULAB_HYPOTHESIS", "ci"))

@@ -65,6 +65,7 @@ def quick(tmp_path_factory):
     return code, stdout.getvalue(), json.loads((out / "model.json").read_text()), (out / "model.md").read_text()
 
 
+@pytest.mark.slow  # the quick run times a BertModel's and two MLPs' steps: 30 s
 def test_quick_run_writes_the_table_it_prints(quick):
     code, stdout, result, md = quick
     assert code == 0
@@ -72,6 +73,7 @@ def test_quick_run_writes_the_table_it_prints(quick):
     assert md.strip() in stdout
 
 
+@pytest.mark.slow  # the quick run times a BertModel's and two MLPs' steps: 30 s
 def test_every_selected_model_has_its_steps_and_modes_with_finite_positive_ratios(quick):
     _, stdout, result, _ = quick
     selected = [b for b in bench_model.SUBJECTS if requested_backends() is None or b in requested_backends()]
@@ -96,6 +98,7 @@ def test_every_selected_model_has_its_steps_and_modes_with_finite_positive_ratio
     assert all(math.isfinite(q["ratio"]) and q["ratio"] > 0 for q in result["ratios"])
 
 
+@pytest.mark.slow  # the quick run times a BertModel's and two MLPs' steps: 30 s
 def test_threads_are_the_requested_count(quick):
     _, stdout, result, _ = quick
     assert result["threads_in_effect"]  # at least one framework ran
@@ -104,6 +107,7 @@ def test_threads_are_the_requested_count(quick):
     assert "threads: " in stdout
 
 
+@pytest.mark.slow  # the quick run times a BertModel's and two MLPs' steps: 30 s
 def test_first_call_table(quick):
     _, stdout, result, _ = quick
     if "torch" not in result["threads_in_effect"]:

@@ -5,7 +5,8 @@ Cells that match a known upstream fault are xfail(strict=True): the suite says s
 fault that depends on the machine (a CPU dispatch level never measured, or a fault no forcible setting decides) is
 xfail without strict: it may pass here.
 Nothing here names a backend or an activation: adding one to the catalogue or to backends/ extends this file.
-Every cell is marked `parity`; compiled modes are marked `slow` and `compile` too (CI runs them).
+Every cell is marked `parity`; compiled modes are marked `slow` and `compile` too, and eager kernel cells
+`compile` where the backend's record says its eager kernel calls compile (CI runs them all).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from functools import lru_cache
 import pytest
 from conftest import SELECTED
 
-from gelulab.backends import get_backend
+from gelulab.backends import capabilities, get_backend
 from gelulab.core.parity.known_faults import known_fault
 from gelulab.core.parity.regions import REGIONS
 from gelulab.experiments.parity.engine import Group, check, evaluate, groups
@@ -27,6 +28,8 @@ def _params():
     for g in groups([get_backend(n) for n in SELECTED]):
         for r in REGIONS:
             marks = [pytest.mark.slow, pytest.mark.compile] if g.mode != "eager" else []
+            if g.mode == "eager" and g.impl == "kernel" and capabilities(g.backend).eager_kernels_compile:
+                marks.append(pytest.mark.compile)  # its eager call compiles the kernel first
             # with pytest-xdist (--dist loadgroup), one worker takes every cell sharing a reference
             marks.append(pytest.mark.xdist_group(f"parity-{g.key}-{g.dtype}-d{g.order}"))
             fault = known_fault(g, r)

@@ -272,6 +272,7 @@ def _swap_rows(out: Path) -> list:
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
+@pytest.mark.slow  # three swap runs over the packaged BertModel: 20 s
 def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeypatch, capsys):
     from gelulab.experiments.swap import command as swap
 

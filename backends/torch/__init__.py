@@ -8,7 +8,7 @@ CAPABILITIES = Capabilities(
     name="torch", package="torch", extra="torch", modes=("eager", "compiled"), devices=("cpu", "gpu"),
     autodiff=True, thread_control=("intra_op",),
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects", "hf"), dispatcher="aten",
-    dtypes=("float64", "float32", "bfloat16", "float16"), array_type="torch.Tensor",
+    dtypes=("float64", "float32", "bfloat16", "float16"), array_type="torch.Tensor", eager_kernels_compile=True,
 )
 
 

@@ -283,7 +283,10 @@ class Capabilities:
     the framework's CPU kernels by the processor's features (a key of core.parity.cpu_dispatch.DISPATCHERS: "aten", "xla",
     "numpy"), which known faults may depend on; dtypes: the gelulab dtypes its arrays can hold (some of
     core.numerics.dtypes.DTYPES, float32 and float64 always: the formulas compute in float64); no cell, test or command
-    asks it for another; array_type: how messages name the framework's array type ("torch.Tensor").
+    asks it for another; array_type: how messages name the framework's array type ("torch.Tensor");
+    eager_kernels_compile: whether an eager call of a kernel compiles it first (TensorFlow: an XLA computation per
+    shape and dtype; torch: the inductor loop under GELULAB_KERNEL_COMPILE=wait), so a test of it costs a compile
+    (the suite marks such tests `compile`); default False.
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module or dtype,
     no activations module, no float32 or float64, a trainer or an hf module without autodiff, autodiff without a
@@ -301,6 +304,7 @@ class Capabilities:
     dispatcher: str
     dtypes: tuple[str, ...]
     array_type: str
+    eager_kernels_compile: bool = False
 
     def __post_init__(self):
         if self.dispatcher not in DISPATCHERS:

@@ -80,11 +80,32 @@ def _exact_distance(candidate: float, v):
     return d if d >= 0 else mpmath.fneg(d, exact=True)
 
 
+@lru_cache(maxsize=None)
+def _format(dtype: str):
+    """(significand bits, smallest normal, largest finite as mpmath numbers, a quarter of the smallest subnormal as
+    an mpmath number: a float would underflow to 0) of a dtype."""
+    fi = get_dtype(dtype).finfo
+    return (int(fi.nmant) + 1, mpmath.mpf(float(fi.smallest_normal)), mpmath.mpf(float(fi.max)),
+            mpmath.mpf(float(fi.smallest_subnormal)) / 4)
+
+
 def round_to_dtype(v, dtype: str):
-    """Round an mpmath value (or a float) to the nearest value of `dtype`; returns a numpy scalar of that dtype."""
+    """Round an mpmath value (or a float) to the nearest value of `dtype` (ties to even); returns a numpy scalar of
+    that dtype.
+
+    In the dtype's normal range the value is rounded once to the dtype's significand bits (mpmath's round-to-nearest,
+    ties to even), which is exact in float64 and so in the dtype. Far below half the smallest subnormal the result is
+    a zero of v's sign. Elsewhere (subnormal results, overflow) the nearest of float(v)'s neighbours in the dtype is
+    chosen by exact distances: converting through float64 first would round twice."""
     dt = get_dtype(dtype).np_dtype
     if not isinstance(v, mpmath.mpf):
         return dt.type(v)
+    bits, normal, largest, quarter_subnormal = _format(dtype)
+    a = mpmath.fabs(v)  # rounded at the working precision: the comparisons below keep a margin for that
+    if a < quarter_subnormal:  # an exact distance to a subnormal would cost millions of bits when v is e^-100000
+        return dt.type(-0.0 if v < 0 else 0.0)
+    if normal * 2 <= a <= largest / 2:
+        return dt.type(mpmath.libmp.to_float(mpmath.libmp.mpf_pos(v._mpf_, bits, mpmath.libmp.round_nearest)))
     cand = np.array(float(v)).astype(dt)  # within one ULP of the correct rounding
     if not np.isfinite(cand.astype(np.float64)):
         return cand[()]
