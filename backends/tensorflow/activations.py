@@ -177,21 +177,26 @@ def with_derivatives(f0, f1, f2):
     GradientTapes run f1 and f2 to second order. TensorFlow's CPU kernels and XLA flush subnormals, and the
     gradient through e^w passes a cotangent of the size of f itself: where f is just below the smallest normal and
     f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor returning
-    a tensor of its dtype and shape."""
+    a tensor of its dtype and shape.
+
+    Each of f0, f1, f2 is called on tf.stop_gradient(x): the custom gradient is the derivative, so no tape needs to
+    record their ops, and a tape that records an XLA tf.function call makes it keep every intermediate for its own
+    gradient (a tape-watched Keras MLP forward and backward of the float32 kernel: 5.3 ms, 2.2 ms without; measured
+    on 128 x 1024 inputs). The tapes still see f and f' as operations of x, so nested tapes reach f''."""
 
     @tf.custom_gradient
     def d1(x):
         def grad(g):
-            return g * f2(x)
+            return g * f2(tf.stop_gradient(x))
 
-        return f1(x), grad
+        return f1(tf.stop_gradient(x)), grad
 
     @tf.custom_gradient
     def f(x):
         def grad(g):
             return g * d1(x)
 
-        return f0(x), grad
+        return f0(tf.stop_gradient(x)), grad
 
     return f
 

@@ -2,8 +2,8 @@
 tf.custom_gradient function whose gradient is the f' kernel, itself a tf.custom_gradient function with the f''
 kernel, so nested GradientTapes compose to second order (and the second-order graph of ReLU stays connected).
 
-Each kernel runs as one tf.function(jit_compile=True) XLA computation (compiled per shape and dtype on first use;
-inside a caller's tf.function it is inlined into the caller's graph). bfloat16/float16 are computed in float32
+Each kernel runs as one tf.function(jit_compile=True) XLA computation, called through one concrete function per
+dtype (XLA compiles it per shape on first use; inside a caller's tf.function it is a call of that function). bfloat16/float16 are computed in float32
 and rounded once; no global TensorFlow setting is changed.
 """
 from __future__ import annotations
@@ -63,14 +63,26 @@ _NAMES = {tf.float32: "float32", tf.bfloat16: "bfloat16", tf.float16: "float16"}
 
 
 def _compiled(act, order):
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    """The order-th kernel of `act` as one XLA computation: a tf.function(jit_compile=True) called through its
+    concrete function for tensors of any shape of the caller's dtype (traced once per dtype; XLA compiles once per
+    shape). Calling the concrete function skips the tf.function's argument matching: 76 us a call instead of
+    160-200 us, measured on 8 floats."""
+    @tf.function(jit_compile=True)
     def run(x):
         fn = K.kernel_function(act, order, _NAMES[x.dtype])
         if x.dtype == tf.float32:
             return fn(NS, x)
         return tf.cast(fn(NS, tf.cast(x, tf.float32)), x.dtype)
 
-    return run
+    concrete = {}
+
+    def call(x):
+        fn = concrete.get(x.dtype)
+        if fn is None:
+            fn = concrete[x.dtype] = run.get_concrete_function(tf.TensorSpec(None, x.dtype))
+        return fn(x)
+
+    return call
 
 
 @cache
