@@ -98,6 +98,8 @@ _FORBIDDEN = unselected_frameworks()
 
 
 def _imported_forbidden() -> list[str]:
+    if not _FORBIDDEN:  # every backend selected: nothing to look for among the modules
+        return []
     return sorted(_FORBIDDEN.intersection(m.partition(".")[0] for m in list(sys.modules)))
 
 
