@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.moons.executors import EXECUTORS
 
 DEFAULT_OUT = "results/moons_grid"
@@ -34,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a study grid: every combination of the axes in the TOML FILE (depth, width, lr, batch_size, "
              "epochs, dataset, noise, dtype; see --print-grid), one study per cell, then heatmaps of GELU - ReLU "
              "with BH-adjusted tests. Without FILE the built-in grid: depth 1,2,4,8 x lr 1e-3,3e-3,1e-2 x "
-             "make_moons, make_circles = 24 cells, 4 arms x 20 seeds x every backend, width 32, 25 epochs: "
+             f"make_moons, make_circles = 24 cells, {len(ACTIVATIONS)} arms (every catalogue entry) x 20 seeds x every "
+             "backend, width 32, 25 epochs: "
              f"with jax, torch and tensorflow {GRID_TIME}")
     parser.add_argument("--print-grid", action="store_true", help="print the built-in grid as a TOML file and exit")
     parser.add_argument("--executor", default="local", choices=EXECUTORS,

@@ -158,7 +158,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--activations", default=",".join(DEFAULT_SWAPS),
                         help="catalogue keys replacing the FFN's exact GELU (default: every catalogue entry)")
     parser.add_argument("--impl", default="formula", choices=IMPLS,
-                        help="activation implementation: gelulab's formula or the framework's builtin")
+                        help="activation implementation: gelulab's formula (default), its float32 kernel or the "
+                             "framework's builtin")
     parser.add_argument("--pairs", default=str(DATA), help="TSV of labelled sentence pairs")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
     parser.add_argument("--finetune", action="store_true", help="also run the distillation fine-tune")
