@@ -218,10 +218,11 @@ def backend(backend_name):
 # =fast (`make test-fast`) draws 10 instead of 60.
 from hypothesis import settings
 
-settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None)
-settings.register_profile("explore", max_examples=300, deadline=None)
-settings.register_profile("fast", derandomize=True, max_examples=10, deadline=None)  # `make test-fast`
-_PROFILES = ("ci", "explore", "fast")
-if os.environ.get("GELULAB_HYPOTHESIS", "ci") not in _PROFILES:
-    raise pytest.UsageError(f"GELULAB_HYPOTHESIS={os.environ['GELULAB_HYPOTHESIS']!r}; expected one of {list(_PROFILES)}")
-settings.load_profile(os.environ.get("GELULAB_HYPOTHESIS", "ci"))
+_PROFILES = {"ci": {"derandomize": True, "max_examples": 60}, "explore": {"max_examples": 300},
+             "fast": {"derandomize": True, "max_examples": 10}}  # fast: `make test-fast`
+for _name, _options in _PROFILES.items():
+    settings.register_profile(_name, deadline=None, **_options)
+_profile = os.environ.get("GELULAB_HYPOTHESIS", "ci")
+if _profile not in _PROFILES:
+    raise pytest.UsageError(f"GELULAB_HYPOTHESIS={_profile!r}; expected one of {list(_PROFILES)}")
+settings.load_profile(_profile)
