@@ -25,9 +25,10 @@ loads (thread counts, JAX x64, no TF32), and the thread counts actually in effec
 it (it is recorded); to benchmark without it, unset it on the command line of that one run:
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
-Default grid on a CPU: 4 activations × 3 impls (builtin, formula, kernel) × 2 directions × 5 sizes (1e3..1e7)
-× 2 dtypes (float32, bfloat16) × 2 modes (numpy: eager only), 1680 cells (with 2 impls, 1120 cells took about
-10 min on the 2-core reference machine); --full adds float16 and float64 (3360 cells; with 2 impls 2240 cells took
+Default grid on a CPU: 5 activations × 3 impls (builtin, formula, kernel) × 2 directions × 5 sizes (1e3..1e7)
+× 2 dtypes (float32, bfloat16) × 2 modes (numpy: eager only), 2100 cells with numpy, jax, torch and TensorFlow
+(over 7 min on the 2-core reference machine; with 4 activations and 2 impls, 1120 cells took about 10 min);
+--quick: 84 cells and the training step, about a minute (64.5 s wall, 56 s of it timing); --full adds float16 and float64 (3360 cells; with 2 impls 2240 cells took
 22 min there, 34 min with cold compiler caches);
 --device gpu on a machine with a GPU (sizes to 1e8).
 
@@ -86,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true",
                         help="the whole grid: all four dtypes (default: float32 and bfloat16)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (under a minute); "
+                        help="smoke-test grid: relu and exact GELU, float32, n=1e4, short timing (about a minute "
+                             "on 2 cores: 64.5 s wall, 56 s of it timing; the default grid takes over 7 min); "
                              "with --model: small models and short timing, no torch.compile rows")
     parser.add_argument("--model", action="store_true",
                         help="gelulab in real models instead of the grid (benchmarks/model.py): a transformers "
@@ -361,8 +363,8 @@ def _run(args) -> int:
                  train_rows=None if args.no_train_step else train_rows, activations=not args.train_step_only,
                  train_impls=trainstep.QUICK_IMPLS if args.quick and not args.impl else None, checkpoint=checkpoint)
     except KeyboardInterrupt as e:
+        # no line here: the Interrupted raised once the cells are written is the command's one line
         interrupted = signal.SIGTERM if e.args == (f"signal {signal.SIGTERM}",) else signal.SIGINT
-        print(f"gelulab bench: interrupted; writing the {len(rows)} cells measured", file=sys.stderr)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -26,10 +26,46 @@ COMMANDS = {
 }
 
 
+class UsageError(SystemExit):
+    """An option or argument argparse refused; already printed as one line. A SystemExit with code 2, so code that
+    parses with build_parser() sees argparse's usual exit."""
+
+    def __init__(self):
+        super().__init__(2)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose errors are one line on stderr, `<prog>: error: <message>; see <prog> --help`
+    (prog: "gelulab" or "gelulab <command>"), without the usage block, raising UsageError (exit code 2).
+    Subparsers made by add_subparsers are of this class too; an unrecognised option is reported by the
+    subcommand it was given to."""
+
+    def error(self, message: str):
+        """Print `message` as one line naming this parser's command and raise UsageError."""
+        self._print_message(f"{self.prog}: error: {' '.join(message.split())}; see {self.prog} --help\n",
+                            sys.stderr)
+        raise UsageError()
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's parse_args; unrecognised arguments are an error of the subcommand that was chosen."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._command_parser(parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+    def _command_parser(self, parsed) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if chosen is not None:
+                    return chosen._command_parser(parsed) if isinstance(chosen, OneLineParser) else chosen
+        return self
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser with one subcommand per entry of COMMANDS (modules imported lazily); every
-    subcommand takes --verbose."""
-    parser = argparse.ArgumentParser(prog="gelulab", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
+    """The argparse parser (OneLineParser: an error is one line, exit code 2) with one subcommand per entry of
+    COMMANDS (modules imported lazily); every subcommand takes --verbose."""
+    parser = OneLineParser(prog="gelulab", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
@@ -50,12 +86,12 @@ Ctrl-C (143 by SIGTERM) after keeping every finished result: the same command re
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gelulab` console script; returns the process exit code (see EXIT_CODES).
 
-    Bad configuration (ValueError, backends.BackendUnavailable, backends.DeviceUnavailable), file-system
-    errors (OSError) and a MemoryError are printed as one line. Ctrl-C (SIGINT, also where the process inherited
-    it ignored) and SIGTERM end the command after its finished results are on disk, with one line saying what was
-    kept; a framework's import holds them until it has finished (core.plumbing.interrupts). The handlers are put in place
-    before anything else this function does (any import, the parsing) and the caller's are put back on return;
-    an interrupt from then on, also while they are put in place or back, is the one line and 128 + the signal.
+    An option argparse refuses is one line (OneLineParser), exit code 2. Bad configuration (ValueError,
+    backends.BackendUnavailable, backends.DeviceUnavailable), file-system errors (OSError) and a MemoryError are
+    printed as one line. Ctrl-C (SIGINT, also where the process inherited it ignored) and SIGTERM end the command
+    after its finished results are on disk, with one line saying what was kept; a framework's import holds them
+    until it has finished (core.plumbing.interrupts). The handlers are put in place before anything else this
+    function does (any import, the parsing) and the caller's are put back on return; an interrupt from then on, also while they are put in place or back, is the one line and 128 + the signal.
     What comes before this function (Python's start-up, the import of gelulab and of this module) follows
     Python's rules: a SIGINT with its default action ends the process, one that the process inherited ignored is
     lost. Unless --verbose, the frameworks' start-up log lines are dropped from stderr
@@ -74,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
                 argv = sys.argv[1:] if argv is None else list(argv)
                 # the commands measure the compiled kernels themselves: built on first use, not in the background
                 os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.plumbing.config.KERNEL_COMPILE_ENV
-                args = build_parser().parse_args(argv)
+                try:
+                    args = build_parser().parse_args(argv)
+                except UsageError as e:  # printed as one line by OneLineParser.error
+                    return int(e.code)
                 state["command"] = f"gelulab {args.command}"
                 set_command(["gelulab", *argv])
                 with contextlib.nullcontext() if args.verbose else quiet_frameworks():

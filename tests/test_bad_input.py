@@ -127,6 +127,15 @@ CASES = [
     Case("run-seeds-huge", ("run", "--seeds", "99999999999", "--out", "{tmp}/r"), 2,
          r"^gelulab run: error: --seeds 99999999999: 99999999999 seeds need "
          + _SIZE.replace("of memory", "of memory in one training group")),
+    # options argparse refuses: one line naming the command, the option and the value, no usage block
+    Case("argparse-moons-seeds-not-a-number", ("moons", "--seeds", "abc"), 2,
+         r"^gelulab moons: error: argument --seeds: invalid int value: 'abc'; see gelulab moons --help$"),
+    Case("argparse-parity-unknown-option", ("parity", "--foo"), 2,
+         r"^gelulab parity: error: unrecognized arguments: --foo; see gelulab parity --help$"),
+    Case("argparse-bench-compare-unknown-option", ("bench", "compare", "a.json", "b.json", "--foo"), 2,
+         r"^gelulab bench compare: error: unrecognized arguments: --foo; see gelulab bench compare --help$"),
+    Case("argparse-no-command", (), 2,
+         r"^gelulab: error: the following arguments are required: command; see gelulab --help$"),
     # swap: an activation twice, a pairs file that is not a text file
     Case("swap-activation-twice", ("swap", "--activations", "relu,relu", "--out", "{tmp}/s"), 2,
          r"^gelulab swap: error: --activations='relu,relu': relu appears twice; expected each activation once$"),

@@ -135,6 +135,16 @@ def test_absent_device_is_one_line_and_exit_code_2(tmp_path):
     assert not (tmp_path / "report.md").exists()
 
 
+@pytest.mark.subprocess
+def test_an_option_argparse_refuses_is_one_line_and_exit_code_2(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "gelulab", "moons", "--seeds", "abc", "--out", str(tmp_path / "m")],
+                       check=False, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr == "gelulab moons: error: argument --seeds: invalid int value: 'abc'; see gelulab moons --help\n"
+    assert p.stdout == "" and not (tmp_path / "m").exists()
+
+
 def test_missing_framework_is_a_clean_error(capsys, monkeypatch, tmp_path):
     from gelulab import backends
 
@@ -307,3 +317,72 @@ def test_sigint_once_the_handlers_are_in_place_stops_with_130(tmp_path):
     assert p.returncode == 130, err
     assert "Traceback" not in err and len(lines) == 1, err
     assert lines[0].startswith(("gelulab: interrupted before the command started", "gelulab parity: interrupted")), err
+
+
+def test_the_readme_names_every_namespace_identify_accepts():
+    """The allow-list of `gelulab identify` expressions (experiments/identify/expression.py NAMESPACES, what
+    `gelulab identify --help` describes) is the one the README's "Which GELU is this?" lists: every namespace,
+    written with the alias `tf` for tensorflow, and each member of the namespaces that accept five or fewer."""
+    import re
+
+    from gelulab.experiments.identify.expression import NAMESPACES
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("From the command line, A and B are expressions")
+    listed = " ".join(text[start:text.index("Only the modules named are imported", start)].split())
+    missing = []
+    for ns in NAMESPACES:
+        written = re.sub(r"^tensorflow\b", "tf", ns.path)
+        if not re.search(rf"`{re.escape(written)}[`.]|(?<![\w.`]){re.escape(written)}'s ", listed):
+            missing.append(ns.path)
+        if len(ns.names) <= 5:
+            missing += [f"{ns.path}.{n}" for n in ns.names if not re.search(rf"\b{re.escape(n)}\b", listed)]
+    assert missing == []
+
+
+
+def test_the_run_reports_note_on_ulps_next_to_f_prime_zero_is_true(tmp_path, capsys):
+    """`gelulab run`'s report says that max ULP f′ includes the inputs next to f′'s zero, judged absolutely. Checked
+    against mpmath (the zero of exact GELU's f′ = Φ(x) + x·φ(x)), IEEE float64 (4 eps = 4 · 2**-52) and a real
+    float64 parity cell of the numpy formula: its max ULP lies above 2048 at an input inside the stated window,
+    with an absolute error within the stated bound, and the cell passes."""
+    import re
+
+    import mpmath
+
+    from gelulab.experiments.run.command import root_note
+
+    note = root_note()
+    zero = float(mpmath.findroot(lambda x: mpmath.ncdf(x) + x * mpmath.npdf(x), -0.75))
+    stated = re.search(r"x ≈ −(\d\.\d+), window \[(-?[\d.]+), (-?[\d.]+)\]", note)
+    assert stated and round(zero, 4) == -float(stated[1]) and float(stated[2]) < zero < float(stated[3])
+    bound = float(re.search(r"\|error\| ≤ ([\d.e+-]+)\)", note)[1])
+    assert bound == float(f"{4 * 2.0**-52:.2g}") == 8.9e-16 and "2048-ULP goal" in note
+
+    out = tmp_path / "p"
+    assert gelulab.main(["parity", "--backend", "numpy", "--impl", "formula", "--activation", "gelu_none",
+                         "--dtype", "float64", "--order", "1", "--no-plots", "--out", str(out)]) == 0
+    capsys.readouterr()
+    cells = json.loads((out / "parity.json").read_text())["cells"]
+    worst = max(cells, key=lambda c: c["max_ulp"])
+    assert worst["max_ulp"] > 2048 and worst["passed"] and float(stated[2]) <= worst["x_at_max_ulp"] <= float(stated[3])
+    assert worst["max_abs"] <= 4 * 2.0**-52
+
+
+def test_the_readme_counts_the_bench_grids_cells():
+    """The README's bench row names the cells of `gelulab bench --quick` and of the default grid with numpy, jax,
+    torch and TensorFlow on a CPU: counted here from the grid's axes (benchmarks/grid.py) and the backends'
+    records, no framework imported."""
+    import re
+
+    from gelulab.backends import capabilities
+    from gelulab.benchmarks.grid import spec_from_filters
+
+    four = ("numpy", "jax", "torch", "tensorflow")
+    counts = {}
+    for quick in (True, False):
+        spec = spec_from_filters(backends=[",".join(four)], devices=["cpu"], quick=quick)
+        counts[quick] = sum(len(list(spec.cells(b, "cpu", capabilities(b).modes))) for b in spec.backends)
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gelulab bench"))
+    assert re.search(rf"`--quick` \({counts[True]} cells and the training step\)", row), row
+    assert re.search(rf"the default grid \({counts[False]} cells with numpy, jax, torch and TensorFlow\)", row), row

@@ -194,3 +194,32 @@ def test_a_ctrl_c_python_drops_in_a_gc_callback_is_sent_again():
         _a_while()  # and nothing is sent once the block has ended
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# ----------------------------------------------------------------------------- a command's Ctrl-C: one line
+
+
+def test_ctrl_c_in_bench_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys):
+    """A real SIGINT while `gelulab bench` times its first group: the terminal shows exactly the one line saying
+    what was kept (the cells measured, in bench.partial.json), exit code 130 (128 + SIGINT)."""
+    from gelulab import cli
+    from gelulab.benchmarks import activations as bench
+
+    def ctrl_c(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)
+        _wait_for_python_handlers()
+        pytest.fail("SIGINT did not stop the benchmark")
+
+    monkeypatch.setattr(bench, "run_group", ctrl_c)
+    out = tmp_path / "b"
+    rc = cli.main(["bench", "--quick", "--backend", "numpy", "--activation", "relu", "--no-train-step",
+                   "--no-plots", "--copy-mib", "8", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 128 + signal.SIGINT == 130, err
+    # what a terminal shows: the progress bar (redrawn with carriage returns) is cleared before the line
+    shown = [line.rsplit("\r", 1)[-1] for line in err.split("\n")]
+    assert shown[-1] == "" and err.endswith("\n"), err
+    assert shown[:-1] == [(f"gelulab bench: interrupted; the 0 cells measured are in {out / 'bench.partial.json'} "
+                           "(marked partial); bench does not resume: the same command measures every cell "
+                           "again, so that all cells of one result share the machine's state")], err
+    assert (out / "bench.partial.json").is_file() and not (out / "bench.json").exists()

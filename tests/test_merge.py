@@ -105,8 +105,11 @@ def test_merge_refuses_moons_runs_of_different_learning_rates(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("dirs,message", [
-    (["only"], "two or more"),
-    (["missing", "also-missing"], "not a folder"),
+    (["only"], "merge: 1 folder given (only); expected two or more"),
+    (["missing"], "merge: folder missing does not exist;"),
+    (["only", "missing"], "merge: folder missing does not exist;"),
+    (["missing", "also-missing"], "merge: folders missing, also-missing do not exist;"),
+    (["a-file", "only"], "a-file: not a folder"),
     (["empty", "empty2"], "holds no results"),
     (["p", "p"], "given twice"),
 ])
@@ -114,6 +117,7 @@ def test_merge_bad_folders_are_one_line_exit_2(tmp_path, capsys, monkeypatch, di
     monkeypatch.chdir(tmp_path)
     for d in ("only", "empty", "empty2", "p"):
         Path(d).mkdir()
+    Path("a-file").write_text("not a folder\n")
     assert gelulab.main(["merge", *dirs, "--out", "m"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and not Path("m").exists()

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -306,6 +307,24 @@ def test_relu_of_integer_input_is_a_type_error_naming_the_dtype(backend, dtype):
     assert backend.to_numpy(y).tolist() == [0.0, 0.5]
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("impl", ["formula", "kernel", "builtin"])
+def test_numpy_relu_of_nan_is_nan_and_warns_nothing(dtype, impl):
+    """IEEE 754: max(NaN, 0) and ReLU(NaN) are NaN; numpy's comparison `NaN <= 0` sets the invalid flag (numpy
+    warns for bfloat16), which the numpy backend's formula scope keeps quiet, and the host's error state is left
+    as it was."""
+    from gelulab.core.numerics.dtypes import get_dtype
+
+    backend = get_backend("numpy")
+    x = np.array([np.nan, -2.0, 0.5], get_dtype(dtype).np_dtype)
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = backend.to_numpy(backend.relu(backend.asarray(x), impl=impl)).astype(np.float64)
+    assert np.isnan(y[0]) and y[1:].tolist() == [0.0, 0.5]
+    assert np.geterr() == before
+
+
 # -------------------------------------------------------------------------------------- framework log noise
 
 NOISE = re.compile(output.NOISE_PATTERN, re.MULTILINE)
@@ -316,12 +335,17 @@ def test_noise_filter_drops_only_the_known_lines():
     sample = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
               "I0000 00:00:1796115349.388213    6950 port.cc:153] oneDNN custom operations are on.\n"
               "E0000 00:00:1796115351.800174    6950 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
+              "E0000 00:00:1796115352.101763    6950 onednn_env_vars.cc:63] oneDNN supports DT_HALF only on "
+              "platforms with AVX-512. Falling back to the default Eigen-based implementation if present.\n"
               "E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"
+              "E0000 00:00:1796115352.101763    6950 mkl_util.h:9] oneDNN primitive creation failed\n"
               "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
     code = f"PATTERN = {output.NOISE_PATTERN!r}\nPARENT = {os.getpid()}\n{output._FILTER_CODE}"
     p = subprocess.run([sys.executable, "-c", code], input=sample.encode(), capture_output=True, timeout=30,
                        check=True)
     assert p.stdout.decode() == ("E0000 00:00:1796115351.800174    6950 other.cc:1] a real error\n"
+                                 "E0000 00:00:1796115352.101763    6950 mkl_util.h:9] oneDNN primitive creation "
+                                 "failed\n"
                                  "gelulab parity: error: something\n\rprogress 50%\rprogress 100%\n")
 
 

@@ -10,7 +10,8 @@ set_aside(path, why)      rename a file that cannot be used to `<name>.<why>-<n>
 Interrupted               raised by a command stopped by Ctrl-C (SIGINT) or SIGTERM: its message says what was
                           kept and how to resume; the command line prints it as one line (exit 130 / 143)
 quiet_frameworks()        the command line's default: the frameworks' start-up log lines (TensorFlow and absl
-                          C++ logs, `E0000 ... failed call to cuInit` on a machine without CUDA, jax's "no GPU"
+                          C++ logs, `E0000 ... failed call to cuInit` on a machine without CUDA, `E0000 ... oneDNN
+                          supports DT_HALF only on platforms with AVX-512` (a kernel-choice note), jax's "no GPU"
                           notice) are dropped from stderr; everything else passes. Never applied on
                           `import gelulab`.
 """
@@ -121,12 +122,15 @@ def set_aside(path: str | os.PathLike, why: str) -> Path:
 
 # Lines dropped by quiet_frameworks: absl/TensorFlow C++ INFO and WARNING lines (`I0000 00:00:17...  123
 # port.cc:153] oneDNN custom operations are on...`), absl's pre-initialisation notice, the `E0000 ... failed call
-# to cuInit` of a CUDA probe on a machine without a GPU driver, jax's notice that it runs on the CPU, and Ray's
+# to cuInit` of a CUDA probe on a machine without a GPU driver, TensorFlow's `E0000 ... oneDNN supports DT_HALF
+# only on platforms with AVX-512. Falling back to the default Eigen-based implementation` (a note on which kernel
+# runs, logged at ERROR level: the run is unaffected), jax's notice that it runs on the CPU, and Ray's
 # notices of a worker lost and its task retried (a task lost beyond its retries is one line of the command's).
 NOISE_PATTERN = (
     r"^(?:WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] "
-    r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] failed call to cuInit"
+    r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] (?:failed call to cuInit"
+    r"|oneDNN supports \w+ only on platforms with )"
     r"|An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed"
     r"|(?:\x1b\[\d+m)?\(raylet\)(?:\x1b\[0m)? (?:A worker died or was killed while executing a task|Task \S+ failed\. There are \d+ retries remaining))"
 )

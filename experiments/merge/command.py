@@ -88,6 +88,8 @@ def find_runs(folder, damaged: list | None = None, skipped: list | None = None) 
     followed and appended to `skipped` as {"path", "problem"}. Raises ValueError for a missing folder or one
     holding no results files at all (damaged ones count: the merge names them and goes on)."""
     root = Path(folder)
+    if not root.exists():
+        raise ValueError(f"folder {root} does not exist; expected a results folder of parity, bench, moons or swap")
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder; expected a results folder of parity, bench, moons or swap")
     found, bad, aside = [], [], []
@@ -199,13 +201,18 @@ def merge(dirs) -> dict:
     merge goes on with the rest. Folders behind symbolic links that lead outside their DIR are not followed and
     are listed in "skipped": [{path, problem}].
 
-    Raises ValueError, before anything is written: fewer than two DIRs or one given twice; a DIR that is missing
-    or holds no usable results; a group whose runs' experiment settings differ (one message naming the kind, the
-    fields and each run's value); no group found in two or more DIRs (nothing to set side by side; the damaged
+    Raises ValueError, before anything is written: a DIR that does not exist (every missing one named, checked
+    first); fewer than two DIRs or one given twice; a DIR that is not a folder or holds no usable results; a
+    group whose runs' experiment settings differ (one message naming the kind, the fields and each run's value); no group found in two or more DIRs (nothing to set side by side; the damaged
     files are named then).
     """
+    missing = [str(d) for d in dirs if not Path(d).exists()]
+    if missing:
+        what = f"folder {missing[0]} does not" if len(missing) == 1 else f"folders {', '.join(missing)} do not"
+        raise ValueError(f"merge: {what} exist; expected results folders of parity, bench, moons or swap")
     if len(dirs) < 2:
-        raise ValueError(f"merge: {len(dirs)} folder given; expected two or more results folders")
+        raise ValueError(f"merge: {len(dirs)} folder given ({', '.join(map(str, dirs))}); expected two or more "
+                         "results folders")
     resolved = [Path(d).resolve() for d in dirs]
     twice = sorted({str(d) for d, r in zip(dirs, resolved) if resolved.count(r) > 1})
     if twice:
