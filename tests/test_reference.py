@@ -153,3 +153,32 @@ def test_unknown_key_and_order_raise():
         reference_mp("gelu_erf", 0, 1.0)
     with pytest.raises(ValueError, match="order"):
         reference_mp("gelu_none", 3, 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float64"])
+def test_reference_store_gives_back_what_mpmath_computed_and_recomputes_a_damaged_entry(tmp_path, monkeypatch, dtype):
+    from gelulab.core.parity import reference_store
+
+    monkeypatch.setenv(reference_store.ENV, str(tmp_path))
+    dt = get_dtype(dtype).np_dtype
+    x = np.array([-0.0, -0.7518, -5.0, 1e-30, 2.0], dtype=np.float64).astype(dt)
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return reference(*args)
+
+    want = reference("gelu_none", x, dtype, 1)  # computed by mpmath here, without the store
+    first = reference_store.stored(counted, "gelu_none", 1, dtype, x)
+    again = reference_store.stored(counted, "gelu_none", 1, dtype, x)
+    assert len(calls) == 1 and again.dtype == dt
+    for got in (first, again):
+        assert np.array_equal(got.view(f"u{dt.itemsize}"), want.view(f"u{dt.itemsize}"))  # bit for bit, signed zero
+    other = reference_store.stored(counted, "gelu_none", 0, dtype, x)  # another order is another entry
+    assert len(calls) == 2 and np.array_equal(other, reference("gelu_none", x, dtype, 0))
+    (entry,) = [p for p in tmp_path.iterdir() if "-d1-" in p.name]
+    entry.write_bytes(b"not an array")
+    assert np.array_equal(reference_store.stored(counted, "gelu_none", 1, dtype, x), want) and len(calls) == 3
+    monkeypatch.delenv(reference_store.ENV)
+    reference_store.stored(counted, "gelu_none", 1, dtype, x)
+    assert len(calls) == 4  # no store without the variable

@@ -16,6 +16,7 @@ from gelulab.core.activations import ACTIVATIONS, IMPLS, get_activation
 from gelulab.core.contracts.interface import ORDERS
 from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.numerics.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
+from gelulab.core.parity import reference_store
 from gelulab.core.parity.known_faults import known_fault
 from gelulab.core.parity.reference import reference
 from gelulab.core.parity.regions import REGIONS, region
@@ -135,9 +136,10 @@ def inputs(dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[np.nd
 
 @cache
 def expected(key: str, order: int, dtype: str, regions: tuple[str, ...] = tuple(REGIONS)) -> np.ndarray:
-    """Correctly rounded reference for the concatenated inputs (cached: shared by every backend, impl and mode)."""
+    """Correctly rounded reference for the concatenated inputs (cached: shared by every backend, impl and mode; kept
+    between runs in GELULAB_REFERENCE_CACHE's folder when it is set, core.parity.reference_store)."""
     x, _ = inputs(dtype, regions)
-    return reference(key, x, dtype, order)
+    return reference_store.stored(reference, key, order, dtype, x)
 
 
 def evaluate(backend, group: Group, regions: tuple[str, ...] = tuple(REGIONS)) -> dict[str, CellResult]:
