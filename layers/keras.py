@@ -14,7 +14,7 @@ module to import. Files saved under the earlier names ("gelulab>GELU") load as w
 
 Leaving Keras (TensorFlow backend): `model.export(path)` writes a SavedModel that `tf.saved_model.load` serves in a
 process with TensorFlow alone (no gelulab, no Keras), and `tf.lite.TFLiteConverter.from_keras_model(model)` converts
-a model holding the kernel to builtin TFLite ops (the kernel uses no bitwise op) run by the stock interpreter.
+a model holding the kernel to builtin TFLite ops (a right shift, no bitwise and) run by the stock interpreter.
 
 The layers work with every Keras backend: `call` hands the backend's tensor (tf.Tensor, jax.Array or
 torch.Tensor) to gelulab.apply, which dispatches on its type. They have no weights. Each layer is also a valid
