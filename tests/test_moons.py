@@ -8,6 +8,7 @@ selected backend; the default study's own numbers (20 seeds, 4400 steps) are in 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import itertools
 import json
@@ -309,9 +310,11 @@ def test_benjamini_hochberg_by_hand():
 # --------------------------------------------------------------------------------------------------- training
 
 
+@functools.cache  # one reference per (config, arm, seed), shared by every backend's check
 def _numpy_reference(cfg: M.MoonsConfig, arm: str, seed: int) -> np.ndarray:
     """Running training loss per epoch, by hand in numpy float64: explicit backprop with the catalogue's
-    closed-form derivative (no autodiff), experiments.moons.config.adam_step, the shared init and order."""
+    closed-form derivative (no autodiff), experiments.moons.config.adam_step, the shared init and order.
+    Cached: callers must not change the array."""
     act = ACTIVATIONS[arm]
     data, order, weights = M.make_data(cfg, seed), M.epoch_orders(cfg, seed), M.batch_weights(cfg)
     shares = (weights > 0).sum(1) / (weights > 0).sum()

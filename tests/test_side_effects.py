@@ -3,7 +3,8 @@ framework-wide setting, and the settings it needs come from one explicit call, g
 
 The check runs in a fresh Python process (this suite's own process runs under reproducible(), see conftest.py):
 it imports the selected frameworks, records their global settings, calls gelulab's activation API in each (every
-entry of CALLS, on a float32 array), records them again, and every setting must be unchanged. The float32
+entry of CALLS, on a float32 array), records them again, and every setting must be unchanged. One such process
+serves every mode the session tests (eager calls, then compiled ones, the settings recorded after each). The float32
 results must equal, bit for bit, those of this process (x64 on, one thread): with JAX's x64 off, gelulab's
 formulas still widen to float64 in a thread-local scope instead of silently computing in float32.
 """
@@ -68,7 +69,7 @@ def settings():
     return s
 
 
-before = settings()
+before, after = settings(), {}
 CALLS = [
     ("gelu formula", lambda b, x, m: b.function("gelu_none", "formula", 0, m)(x)),
     ("gelu builtin", lambda b, x, m: b.function("gelu_none", "builtin", 0, m)(x)),
@@ -82,10 +83,12 @@ CALLS = [
 BUILTIN_OF = {"gelu builtin": "gelu_none", "gelu builtin'": "gelu_none", "relu builtin": "relu", "Backend.relu": "relu"}
 a = np.linspace(-9.0, 5.0, 301).astype(np.float32)
 results = {}
-for n in names:
+
+
+def run(n, mode):
     b = gelulab.get_backend(n)
     x = b.asarray(a)
-    for mode in (m for m in modes if m in b.modes):  # a backend without a compiler has no compiled calls
+    if mode in b.modes:  # a backend without a compiler has no compiled calls
         for label, call in CALLS:
             builtin = BUILTIN_OF.get(label)  # a backend without the framework's own function skips its calls
             if builtin is not None and not b.has_builtin(builtin):
@@ -93,7 +96,11 @@ for n in names:
             y = b.to_numpy(call(b, x, mode))
             assert y.dtype == np.float32, (n, mode, label, y.dtype)
             results[f"{n} {mode} {label}"] = y.view(np.uint32).tolist()
-print(json.dumps({"imported_early": imported_early, "before": before, "after": settings(), "results": results}))
+for mode in modes:  # the modes one after the other: the settings after each, against those before any call
+    for n in names:
+        run(n, mode)
+    after[mode] = settings()
+print(json.dumps({"imported_early": imported_early, "before": before, "after": after, "results": results}))
 '''
 
 
@@ -105,16 +112,26 @@ def _fresh_process(names, modes) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-MODES = [pytest.param(["eager"], id="eager"),
-         pytest.param(["compiled"], id="compiled", marks=[pytest.mark.slow, pytest.mark.compile])]
+MODES = [pytest.param("eager", id="eager"),
+         pytest.param("compiled", id="compiled", marks=[pytest.mark.slow, pytest.mark.compile])]
+_TEST = "test_activation_api_changes_no_framework_setting"
+
+
+@pytest.fixture(scope="module")
+def fresh_process(request) -> dict:
+    """One fresh process for every mode of MODES that this session runs (eager first): the frameworks' imports
+    and the kernels' builds are paid once. Its "after" holds the settings after each mode's calls."""
+    if not FRAMEWORKS:
+        pytest.skip("no framework backend selected")
+    chosen = {item.callspec.params["mode"] for item in request.session.items
+              if item.module is request.module and item.originalname == _TEST}
+    return _fresh_process(FRAMEWORKS, [m.values[0] for m in MODES if m.values[0] in chosen])
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("modes", MODES)
-def test_activation_api_changes_no_framework_setting(modes):
-    if not FRAMEWORKS:
-        pytest.skip("no framework backend selected")
-    out = _fresh_process(FRAMEWORKS, modes)
+@pytest.mark.parametrize("mode", MODES)
+def test_activation_api_changes_no_framework_setting(fresh_process, mode):
+    out = {**fresh_process, "after": fresh_process["after"][mode]}
     assert out["imported_early"] == [], "importing gelulab imported a framework"
     changed = {k: (v, out["after"].get(k)) for k, v in out["before"].items() if out["after"].get(k) != v}
     assert changed == {}, f"settings changed by gelulab's activation API (before, after): {changed}"
@@ -123,8 +140,8 @@ def test_activation_api_changes_no_framework_setting(modes):
     # the same bits as in this process, which runs under reproducible() (x64 on, one thread per framework)
     a = np.linspace(-9.0, 5.0, 301).astype(np.float32)
     for key, bits in out["results"].items():
-        name, mode, label = key.split(" ", 2)
-        if not label.startswith(("gelu formula", "relu formula")):
+        name, key_mode, label = key.split(" ", 2)
+        if key_mode != mode or not label.startswith(("gelu formula", "relu formula")):
             continue
         b = get_backend(name)
         order = 1 if label.endswith("'") else 0
