@@ -152,6 +152,12 @@ def test_quick_narrows_only_axes_not_filtered(monkeypatch):
     spec = spec_from_filters(quick=True, dtypes=["float16"])
     assert spec.dtypes == ("float16",)
     assert spec.activations == ("relu", "gelu_none") and spec.sizes == (10**4,)
+    # the quick grid: relu, gelu_none x every impl x 2 directions x float32 x n = 1e4 x both modes
+    quick = spec_from_filters(quick=True)
+    assert quick.impls == IMPLS and quick.directions == ("forward", "forward+backward")
+    assert quick.dtypes == ("float32",) and quick.modes == ("eager", "compiled")
+    assert len(quick.cells("jax", "cpu", ("eager", "compiled"))) == 2 * len(IMPLS) * 2 * 2
+    assert spec_from_filters(quick=True, directions=["forward"]).directions == ("forward",)
 
 
 @pytest.mark.parametrize("kwargs,bad", [
@@ -313,10 +319,21 @@ def test_run_cell_keeps_going_after_an_error():
 # ------------------------------------------------------------------------------------------- the --quick run
 
 
+# The --quick run the output tests read: every selected backend, both modes, every impl, relu and gelu_none, and
+# the training step, in the forward direction (forward+backward cells are timed by the same runner code, and per
+# backend in test_compiled_mode_does_not_recompile_in_the_timed_loop) with an 8 MiB copy reference. The torch
+# kernel's eager calls take its float64 path (GELULAB_KERNEL_COMPILE=off) instead of building an inductor loop
+# per entry and order (14 s each here); that loop is tested in tests/test_kernels.py and test_torch_eager.py.
+# The quick grid's own axes are test_quick_narrows_only_axes_not_filtered's.
+QUICK_RUN = ["--quick", "--device", "cpu", "--direction", "forward", "--copy-mib", "8"]
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    code = bench_cli.main(["--quick", "--device", "cpu", "--out", str(out)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GELULAB_KERNEL_COMPILE", "off")
+        code = bench_cli.main([*QUICK_RUN, "--out", str(out)])
     return code, out
 
 
@@ -361,9 +378,9 @@ def test_quick_run_writes_valid_output(quick_run):
     bw = result["copy_bandwidth"]["gbps"]
     assert math.isfinite(bw) and bw > 0
     cells = result["cells"]
-    # quick grid: relu, gelu_none x every impl x 2 directions, float32, n = 1e4, per mode the backend offers
+    # quick grid, forward: relu, gelu_none x every impl, float32, n = 1e4, per mode the backend offers
     timed = [n for n in selected_backends() if "bench" in capabilities(n).modules]
-    expected = sum(4 * len(IMPLS) * len(capabilities(name).modes) for name in timed)
+    expected = sum(2 * len(IMPLS) * len(capabilities(name).modes) for name in timed)
     assert len(cells) == expected
     for c in cells:
         _check_timed_row(c)
@@ -407,13 +424,19 @@ def _reference_first_loss(spec) -> float:
 @pytest.mark.compile
 @pytest.mark.training
 @pytest.mark.slow
-def test_compiled_train_step_does_not_recompile_in_the_timed_loop(backend):
+def test_compiled_train_step_does_not_recompile_in_the_timed_loop(backend, quick_run):
     cells = trainstep.cells(spec_from_filters(quick=True), backend.name, backend.device, ("compiled",),
                             impls=("formula",))
     if not cells:
         pytest.skip(f"{backend.name} has no training step (no autodiff, no compiled mode)")
     assert [c["activation"] for c in cells] == ["relu", "gelu_none"]
-    rows = trainstep.run(backend, hooks(backend.name), cells, QUICK)
+    # these cells, timed with QUICK, are the quick run's compiled training-step rows on the CPU: read from it
+    _, out = quick_run
+    rows = [r for r in json.loads((out / "bench.json").read_text())["train_step"]
+            if r["backend"] == backend.name and r["device"] == backend.device and r["mode"] == "compiled"]
+    if backend.device != "cpu":  # GELULAB_DEVICE=gpu / tpu: the quick run timed the CPU, time them here
+        rows = trainstep.run(backend, hooks(backend.name), cells, QUICK)
+    assert [{k: r[k] for k in cells[0]} for r in rows] == cells  # the same cells, in the same order
     for row in rows:
         assert row["status"] == "ok", row
         assert row["compiles_before_timing"] >= 1  # the first call compiled

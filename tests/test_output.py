@@ -47,6 +47,9 @@ COMMANDS = {  # the cheapest options of each command that still reach its output
     "merge": ["missing-a", "missing-b"],  # --out is checked before the inputs are read
 }
 TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
+# The backend moons and run train with here: the cheapest one selected (torch trains the moons MLP op by op
+# without compiling; jax compiles every group first), as what these tests check is the command's, not a backend's.
+TRAIN = "torch" if "torch" in TRAINABLE else next(iter(TRAINABLE), None)
 
 
 def _env_for(command):
@@ -54,7 +57,7 @@ def _env_for(command):
     if command in ("moons", "run"):
         if not TRAINABLE:
             pytest.skip("moons and run need a backend with autodiff")
-        env["GELULAB_BACKEND"] = TRAINABLE[0]
+        env["GELULAB_BACKEND"] = TRAIN
     return env
 
 
@@ -91,6 +94,31 @@ def read_only_folder(path: Path):
     pytest.skip("no way to make a read-only folder here (root without mount or chattr)")
 
 
+# The command whose refusals run in a real `python -m gelulab` process. The other commands run through the
+# command line's main() in this process (their exit code is what main() returns, their stderr is read at the file
+# descriptor): the process around main() (Python's start-up, the import of every command module to build the
+# parser) is the same for every command, so one command shows it.
+IN_A_PROCESS = "parity"
+
+
+def _refusal(command, out: Path, monkeypatch, capfd):
+    """`gelulab <command> <its cheapest options> --out <out>` as a CompletedProcess (returncode, stderr): in a
+    real process for IN_A_PROCESS, else through cli.main in this process under the same GELULAB_BACKEND."""
+    env = _env_for(command)
+    if command == IN_A_PROCESS:
+        return _gelulab(command, *COMMANDS[command], "--out", str(out), env=env)
+    if "GELULAB_BACKEND" in env:
+        monkeypatch.setenv("GELULAB_BACKEND", env["GELULAB_BACKEND"])
+    capfd.readouterr()
+    code = cli.main([command, *COMMANDS[command], "--out", str(out)])
+    captured = capfd.readouterr()
+    return subprocess.CompletedProcess([command], code, captured.out, captured.err)
+
+
+def _commands():
+    return [pytest.param(c, marks=pytest.mark.subprocess) if c == IN_A_PROCESS else c for c in COMMANDS]
+
+
 def _one_line_error(p, command, *fragments):
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
     assert "Traceback" not in p.stderr
@@ -104,24 +132,21 @@ def _one_line_error(p, command, *fragments):
 # --------------------------------------------------------------------------------------- the output folder
 
 
-@pytest.mark.subprocess
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_out_under_a_file_is_refused_before_any_work(command, tmp_path):
+@pytest.mark.parametrize("command", _commands())
+def test_out_under_a_file_is_refused_before_any_work(command, tmp_path, monkeypatch, capfd):
     blocker = tmp_path / "results.txt"
     blocker.write_text("a file, not a folder\n")
-    p = _gelulab(command, *COMMANDS[command], "--out", str(blocker / "out"), env=_env_for(command))
+    p = _refusal(command, blocker / "out", monkeypatch, capfd)
     _one_line_error(p, command, str(blocker), "a file, not a folder")
     assert blocker.read_text() == "a file, not a folder\n"
 
 
-@pytest.mark.subprocess
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_read_only_out_is_refused_before_any_work(command, tmp_path):
+@pytest.mark.parametrize("command", _commands())
+def test_read_only_out_is_refused_before_any_work(command, tmp_path, monkeypatch, capfd):
     folder = tmp_path / "ro"
     with read_only_folder(folder) as how:
-        p = _gelulab(command, *COMMANDS[command], "--out", str(folder / "new"), env=_env_for(command))
-        again = _gelulab(command, *COMMANDS[command], "--out", str(folder), env=_env_for(command)) \
-            if command == "parity" else None
+        p = _refusal(command, folder / "new", monkeypatch, capfd)
+        again = _refusal(command, folder, monkeypatch, capfd) if command == "parity" else None
     reason = {"read-only tmpfs": os.strerror(errno.EROFS), "chattr +i": os.strerror(errno.EPERM),
               "mode 0555": os.strerror(errno.EACCES)}[how]
     _one_line_error(p, command, f"cannot create {folder / 'new'}", reason)
@@ -141,7 +166,7 @@ def test_grid_out_is_checked_before_the_first_cell_is_trained(where, tmp_path, m
     monkeypatch.setattr(grid_study, "train_cell", lambda *a, **k: pytest.fail("a cell was trained"))
     if not TRAINABLE:
         pytest.skip("a grid needs a backend with autodiff")
-    argv = ["moons", "--grid", str(grid), "--backends", TRAINABLE[0], "--jobs", "1", "--no-progress", "--out"]
+    argv = ["moons", "--grid", str(grid), "--backends", TRAIN, "--jobs", "1", "--no-progress", "--out"]
     if where == "under a file":
         blocker = tmp_path / "results.txt"
         blocker.write_text("x")
@@ -201,7 +226,8 @@ def test_a_killed_two_backend_study_leaves_no_temporary_folder(tmp_path):
     env = {**ENV, "TMPDIR": str(tmp_path / "tmp"), "GELULAB_BACKEND": ",".join(TRAINABLE[:2])}
     (tmp_path / "tmp").mkdir()
     out = tmp_path / "out"
-    p = subprocess.Popen([sys.executable, "-m", "gelulab", "moons", "--seeds", "1", "--epochs", "200", "--samples",
+    # 20 epochs: the first group's runs are stored within seconds, and each backend has four groups still to train
+    p = subprocess.Popen([sys.executable, "-m", "gelulab", "moons", "--seeds", "1", "--epochs", "20", "--samples",
                           "200", "--compare-dtype", "none", "--jobs", "2", "--no-progress", "--out", str(out)],
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
