@@ -3,15 +3,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from gelulab.benchmarks.analysis import reference
 from gelulab.benchmarks.grid import DIRECTIONS, MODES
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.numerics.dtypes import get_dtype
+
+
+def _plt():
+    """matplotlib.pyplot on the Agg backend, imported when a plot is drawn (not when the command line starts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 STYLES = {"builtin": ("-", "o"), "formula": ("--", "s")}
 
@@ -27,6 +33,7 @@ def throughput_plot(result: dict, backend: str, dtype: str, path: Path) -> Path 
     itemsize = get_dtype(dtype).np_dtype.itemsize
     dirs = [d for d in DIRECTIONS if any(c["direction"] == d for c in cells)]
     modes = [m for m in MODES if any(c["mode"] == m for c in cells)]
+    plt = _plt()
     fig, axes = plt.subplots(len(dirs), len(modes), figsize=(5.2 * len(modes), 3.9 * len(dirs)), squeeze=False,
                              sharex=True, sharey=True)
     ref = reference({"gbps": result["copy_bandwidth"]["gbps"], "curve": result["copy_curve_gbps"]},

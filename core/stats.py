@@ -34,10 +34,18 @@ import math
 import warnings
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes about 0.7 s, and every `gelulab` command imports this module."""
+    from scipy import stats
+
+    return stats
+
+
 BOOTSTRAP_RESAMPLES = 9999  # scipy.stats.bootstrap's default
 BOOTSTRAP_SEED = 0  # a fixed generator: the same report from the same runs
 BOOTSTRAP_MIN_SEEDS = 20  # fewer paired seeds: the Student t interval (see the module docstring)
@@ -68,7 +76,7 @@ def describe(values, confidence: float = CONFIDENCE) -> dict:
     sd = float(np.std(v, ddof=1))
     if sd == 0:
         return {"n": n, "mean": mean, "sd": 0.0, "ci_low": mean, "ci_high": mean}
-    lo, hi = stats.t.interval(confidence, df=n - 1, loc=mean, scale=stats.sem(v))
+    lo, hi = _stats().t.interval(confidence, df=n - 1, loc=mean, scale=_stats().sem(v))
     return {"n": n, "mean": mean, "sd": sd, "ci_low": float(lo), "ci_high": float(hi)}
 
 
@@ -85,7 +93,7 @@ def accuracy_summary(accuracies, n_test: int, confidence: float = CONFIDENCE) ->
         raise ValueError(f"n_test={n_test!r}: expected a positive number of test points")
     correct = int(np.sum(np.rint(v * n_test)))
     total = int(n_test) * v.size
-    ci = stats.binomtest(correct, total).proportion_ci(confidence, method="wilson")
+    ci = _stats().binomtest(correct, total).proportion_ci(confidence, method="wilson")
     return {"n": int(v.size), "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if v.size > 1 else math.nan,
             "correct": correct, "total": total, "ci_low": float(ci.low), "ci_high": float(ci.high),
             "ci_method": f"Wilson score interval of {correct}/{total} pooled test points"}
@@ -117,7 +125,7 @@ def bootstrap_mean_ci(values, confidence: float = CONFIDENCE) -> tuple[float, fl
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # scipy warns when BCa is degenerate; the percentile interval follows
-            ci = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+            ci = _stats().bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
                                  method=method, rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
         if np.isfinite(ci.low) and np.isfinite(ci.high):
             return float(ci.low), float(ci.high), f"bootstrap {method}"
@@ -130,7 +138,7 @@ def wilcoxon_min_p(n: int) -> float:
     <= 50). n = 5 gives 0.0625, so five seeds can never reach p < 0.05. 1.0 for n = 0."""
     if n < 1:
         return 1.0
-    return float(stats.wilcoxon(np.arange(1.0, n + 1.0)).pvalue)
+    return float(_stats().wilcoxon(np.arange(1.0, n + 1.0)).pvalue)
 
 
 def seeds_needed(alpha: float = ALPHA) -> int:
@@ -144,7 +152,7 @@ def seeds_needed(alpha: float = ALPHA) -> int:
 def above_chance(correct: int, trials: int, chance: float = 0.5, alpha: float = ALPHA) -> bool:
     """Whether `correct` of `trials` is significantly above the chance rate `chance` (one-sided exact binomial
     test, scipy.stats.binomtest(alternative="greater"), p < alpha)."""
-    return bool(stats.binomtest(int(correct), int(trials), chance, alternative="greater").pvalue < alpha)
+    return bool(_stats().binomtest(int(correct), int(trials), chance, alternative="greater").pvalue < alpha)
 
 
 def hodges_lehmann(d) -> float:
@@ -213,7 +221,7 @@ def paired(a, b, higher_is_better: bool = True, confidence: float = CONFIDENCE, 
             out.update(t_p=1.0, w_p=1.0)
             return out
     else:
-        t = stats.ttest_rel(a, b)
+        t = _stats().ttest_rel(a, b)
         lo, hi = _clip(*(float(v) for v in t.confidence_interval(confidence)), bounds)
         out.update(t_stat=float(t.statistic), t_p=float(t.pvalue), t_ci_low=lo, t_ci_high=hi)
         if d.size < BOOTSTRAP_MIN_SEEDS:
@@ -224,7 +232,7 @@ def paired(a, b, higher_is_better: bool = True, confidence: float = CONFIDENCE, 
             out.update(boot_ci_low=blo, boot_ci_high=bhi, ci_low=blo, ci_high=bhi, ci_method=method)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # scipy warns when zeros/ties force the normal approximation
-        w = stats.wilcoxon(a, b)
+        w = _stats().wilcoxon(a, b)
     out.update(w_stat=float(w.statistic), w_p=float(w.pvalue))
     return out
 
@@ -237,7 +245,7 @@ def adjust_bh(pvalues) -> list[float]:
     out = np.full(p.shape, np.nan)
     ok = np.isfinite(p)
     if ok.any():
-        out[ok] = stats.false_discovery_control(p[ok], method="bh")
+        out[ok] = _stats().false_discovery_control(p[ok], method="bh")
     return out.tolist()
 
 
