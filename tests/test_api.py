@@ -110,9 +110,20 @@ def builtin(name, key):
     return table.get(key)
 
 
+@pytest.fixture
+def api_path(monkeypatch):
+    """For a test of the API (dispatch, kind, dtype, shape, names) rather than of the kernels' compiled loops: the
+    torch kernel serves its eager calls by its float64 path (GELULAB_KERNEL_COMPILE=off; the same accuracy contract),
+    so this test builds no loop. The loops themselves are judged by tests/test_parity.py (every entry, dtype and
+    order), tests/test_kernels.py and, for shapes and layouts, tests/test_torch_eager.py; the gradient and
+    torch.func tests below keep the loop."""
+    monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "off")
+
+
 # --- values, kind, dtype ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("api_path")
 @pytest.mark.parametrize("key", KEYS)
 def test_same_kind_dtype_shape_and_reference_values(backend_name, key):
     for dtype in dtypes(backend_name):
@@ -133,6 +144,7 @@ def test_builtin_impl_is_the_framework_function(backend_name, key):
     np.testing.assert_array_equal(to_numpy(gelulab.apply(key, x, impl="builtin")), to_numpy(fn(x)))
 
 
+@pytest.mark.usefixtures("api_path")
 def test_named_functions_match_apply(backend_name):
     x = native(backend_name, X.astype(np.float32))
     for mode in ("none", "tanh", "sigmoid"):
@@ -142,6 +154,7 @@ def test_named_functions_match_apply(backend_name):
     close(to_numpy(gelulab.activation("gelu_tanh")(x)), "gelu_tanh", X.astype(np.float32), "float32")
 
 
+@pytest.mark.usefixtures("api_path")
 def test_silu_follows_the_catalogue(backend_name):
     x = native(backend_name, X.astype(np.float32))
     if "silu" in ACTIVATIONS:
@@ -312,7 +325,7 @@ XD = X[np.abs(X) > 1e-3].astype(np.float32)  # ReLU's derivatives are not define
 @pytest.mark.parametrize("key", KEYS)
 def test_jax_forward_and_reverse_mode_of_the_default(key):
     jax = requires("jax")
-    f = lambda t: gelulab.apply(key, t)  # noqa: E731
+    f = lambda t: gelulab.apply(key, t)
     close(jax.jvp(f, (XD,), (np.ones_like(XD),))[1], key, XD, "float32", order=1)
     close(np.diag(jax.jacfwd(f)(XD[:16])), key, XD[:16], "float32", order=1)
     close(np.diag(jax.hessian(lambda t: f(t).sum())(XD[:16])), key, XD[:16], "float32", order=2)
@@ -323,7 +336,7 @@ def test_jax_forward_and_reverse_mode_of_the_default(key):
 def test_torch_func_transforms_of_the_default(key):
     torch = requires("torch")
     x = torch.from_numpy(XD)
-    f = lambda t: gelulab.apply(key, t)  # noqa: E731
+    f = lambda t: gelulab.apply(key, t)
     close(torch.diag(torch.func.jacrev(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
     close(torch.diag(torch.func.jacfwd(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
     close(torch.diag(torch.func.hessian(lambda t: f(t).sum())(x[:16])).numpy(), key, XD[:16], "float32", order=2)

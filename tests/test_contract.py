@@ -19,6 +19,22 @@ def _eval(backend, key, x, dtype, order=0, mode="eager"):
     return backend.to_numpy(backend.function(key, "formula", order, mode)(backend.asarray(a))).astype(np.float64)
 
 
+def _specials(dtype):
+    top = float(DTYPES[dtype].finfo.max)
+    return np.array([0.0, -0.0, np.inf, -np.inf, np.nan, top, -top])
+
+
+def _gradient_grid(dtype):
+    top = float(DTYPES[dtype].finfo.max)
+    return np.concatenate([np.geomspace(1e-3, top, 400), -np.geomspace(1e-3, top, 400), [0.0, np.inf, -np.inf]])
+
+
+def _one(x, like):
+    """x repeated to the length of `like`: a named case judged at one point, in the shape a test above compiled for
+    the same entry, dtype and order (a compiled mode's static shapes would compile again for another shape)."""
+    return np.full(len(like), x)
+
+
 MODES = ["eager", pytest.param("compiled", marks=[pytest.mark.slow, pytest.mark.compile])]
 
 
@@ -32,8 +48,7 @@ def mode(request, backend):
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("key", FORMS)
 def test_special_values(backend, mode, key, dtype):
-    top = float(DTYPES[dtype].finfo.max)
-    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, top, -top])
+    x = _specials(dtype)
     y = _eval(backend, key, x, dtype, mode=mode)
     want = reference(key, x.astype(DTYPES[dtype].np_dtype), dtype).astype(np.float64)
     # gelu(-0) = -0, gelu(-inf) = -0.0 (the limit), gelu(max) = max without overflow; relu(-0) = +0
@@ -46,7 +61,7 @@ def test_special_values(backend, mode, key, dtype):
 @pytest.mark.parametrize("key", FORMS)
 def test_gradients_finite_wherever_the_function_is(backend, mode, key, dtype):
     top = float(DTYPES[dtype].finfo.max)
-    xs = np.concatenate([np.geomspace(1e-3, top, 400), -np.geomspace(1e-3, top, 400), [0.0, np.inf, -np.inf]])
+    xs = _gradient_grid(dtype)
     d1 = _eval(backend, key, xs, dtype, order=1, mode=mode)
     assert np.all(np.isfinite(d1)), (mode, xs[~np.isfinite(d1)][:5])
     ends = np.array([top, np.inf, -np.inf])
@@ -58,17 +73,19 @@ def test_gradients_finite_wherever_the_function_is(backend, mode, key, dtype):
 @pytest.mark.parametrize("x", [148.0, 256.0])
 def test_float16_tanh_gradient_is_one_at_large_x(backend, mode, x):
     # issue 3: not NaN from an overflowing x^3
-    assert _eval(backend, "gelu_tanh", [x], "float16", order=1, mode=mode)[0] == 1.0
+    assert _eval(backend, "gelu_tanh", _one(x, _gradient_grid("float16")), "float16", order=1, mode=mode)[0] == 1.0
 
 
 @pytest.mark.parametrize("x,value", [(-4.0, -1.2668496733247969e-4), (-8.0, -4.9767684594174273e-15),
                                      (-20.0, -5.5072482372124674e-88)])
 def test_float64_exact_tail_within_1e13(backend, mode, x, value):
     # mpmath: x/2 * erfc(-x/sqrt 2) at 50 digits (issue 3: within 1e-13 relative)
-    assert _eval(backend, "gelu_none", [x], "float64", mode=mode)[0] == pytest.approx(value, rel=1e-13)
+    y = _eval(backend, "gelu_none", _one(x, _specials("float64")), "float64", mode=mode)[0]
+    assert y == pytest.approx(value, rel=1e-13)
 
 
 @pytest.mark.parametrize("x,value", [(-6.0, -5.91952587e-9)])
 def test_float32_exact_reaches_minus_six(backend, mode, x, value):
     # issue 2: the formula reaches GELU(-6) = -5.92e-9 in float32, within 1e-5 relative
-    assert _eval(backend, "gelu_none", [x], "float32", mode=mode)[0] == pytest.approx(value, rel=1e-5)
+    y = _eval(backend, "gelu_none", _one(x, _specials("float32")), "float32", mode=mode)[0]
+    assert y == pytest.approx(value, rel=1e-5)

@@ -75,10 +75,14 @@ def test_smallest_normal_result_survives_flush_to_zero(backend, key):
 @pytest.mark.parametrize("key", KEYS)
 def test_special_values(backend, key):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    # judged at the head of an array shaped as X: a compiled mode (static shapes) runs the program compiled for
+    # test_kernel_within_its_ulp_goal instead of compiling one per order for this shape
+    padded = np.concatenate([x, X[len(x):]])
     for order in (0, 1, 2):
         ref = reference(key, x, "float32", order)
         for mode in backend.modes:
-            y = backend.to_numpy(backend.function(key, "kernel", order, mode)(backend.asarray(x)))
+            fn = backend.function(key, "kernel", order, mode)
+            y = backend.to_numpy(fn(backend.asarray(padded)))[:len(x)]
             same = (y == ref) | (np.isnan(y) & np.isnan(ref))
             if order > 0 and not ACTIVATIONS[key].nan_derivative:
                 same[4] = True  # ReLU'(NaN) is not defined (core.parity.tolerances.UNCOMPARED_NAN_DERIVATIVE)
