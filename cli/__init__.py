@@ -47,18 +47,26 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError()
 
     def parse_args(self, args=None, namespace=None):
-        """argparse's parse_args; unrecognised arguments are an error of the subcommand that was chosen."""
+        """argparse's parse_args; unrecognised arguments are an error of the command they were given to (the one
+        whose name comes before them: `gelulab --bogus moons` is gelulab's, `gelulab moons --bogus` is moons')."""
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
-            self._command_parser(parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+            argv = list(sys.argv[1:] if args is None else args)
+            self._blamed(parsed, argv, extra).error(f"unrecognized arguments: {' '.join(extra)}")
         return parsed
 
-    def _command_parser(self, parsed) -> argparse.ArgumentParser:
+    def _blamed(self, parsed, argv: list, extra: list) -> argparse.ArgumentParser:
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction):
-                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
-                if chosen is not None:
-                    return chosen._command_parser(parsed) if isinstance(chosen, OneLineParser) else chosen
+                name = getattr(parsed, action.dest, None) or ""
+                chosen = action.choices.get(name)
+                if chosen is None or name not in argv:
+                    return self
+                i = argv.index(name)
+                if any(a in argv[:i] for a in extra):
+                    return self
+                rest = argv[i + 1:]
+                return chosen._blamed(parsed, rest, extra) if isinstance(chosen, OneLineParser) else chosen
         return self
 
 

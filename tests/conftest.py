@@ -15,17 +15,23 @@ import pytest
 os.environ.setdefault("GELULAB_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # the suite measures the compiled kernels themselves
-# JAX's persistent compilation cache for the suite and the processes it starts (read by JAX from these variables at
-# import): eager JAX compiles every primitive once per dtype and shape, about 400 small XLA programs for the eager
-# parity cells alone, and a cache hit skips the XLA compile. The key holds the program, the jax/jaxlib versions and
-# XLA_FLAGS, so a forced CPU level (--xla_cpu_max_isa) has entries of its own. gelulab itself sets none of this.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gelulab", "jax-compilation-cache-tests"))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-# the parity cells' mpmath references, kept between runs (core.parity.reference_store: keyed by inputs and sources)
-os.environ.setdefault("GELULAB_REFERENCE_CACHE", os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gelulab", "reference-tests"))
+# JAX's persistent compilation cache and the parity references' store (core.parity.reference_store), for the suite
+# and the processes it starts, in a folder of the user's cache; not set where that folder cannot be written (JAX
+# would warn on stderr, which tests of the command line read). Eager JAX compiles every primitive once per dtype
+# and shape, about 400 small XLA programs for the eager parity cells alone, and a cache hit skips the XLA compile;
+# its key holds the program, the jax/jaxlib versions and XLA_FLAGS, so a forced CPU level (--xla_cpu_max_isa) has
+# entries of its own. gelulab itself sets none of this.
+_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gelulab")
+try:
+    os.makedirs(_CACHE, exist_ok=True)
+    _CACHE_OK = os.access(_CACHE, os.W_OK | os.X_OK)
+except OSError:
+    _CACHE_OK = False
+if _CACHE_OK:
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_CACHE, "jax-compilation-cache-tests"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    os.environ.setdefault("GELULAB_REFERENCE_CACHE", os.path.join(_CACHE, "reference-tests"))
 
 from gelulab.backends import BackendUnavailable, capabilities, get_backend, reproducible, selected_backends
 from gelulab.core.activations import ACTIVATIONS, get_activation

@@ -134,6 +134,10 @@ CASES = [
          r"^gelulab parity: error: unrecognized arguments: --foo; see gelulab parity --help$"),
     Case("argparse-bench-compare-unknown-option", ("bench", "compare", "a.json", "b.json", "--foo"), 2,
          r"^gelulab bench compare: error: unrecognized arguments: --foo; see gelulab bench compare --help$"),
+    Case("argparse-option-before-the-command", ("--verbose", "moons"), 2,
+         r"^gelulab: error: unrecognized arguments: --verbose; see gelulab --help$"),
+    Case("argparse-option-between-bench-and-compare", ("bench", "--foo", "compare", "a.json", "b.json"), 2,
+         r"^gelulab bench: error: unrecognized arguments: --foo; see gelulab bench --help$"),
     Case("argparse-no-command", (), 2,
          r"^gelulab: error: the following arguments are required: command; see gelulab --help$"),
     # swap: an activation twice, a pairs file that is not a text file

@@ -2,10 +2,11 @@
 
 The mpmath reference of the parity regions takes about 17 s for every activation, dtype and order on the 2-core
 reference machine; read back from this store it takes well under a second. Off unless the variable is set (the test
-suite sets it; `gelulab parity` honours it too). An entry is one .npy file named by the SHA-256 of everything the
-reference depends on: the activation key, the derivative order, the dtype, the input bytes, mpmath's version and the
-source of the modules that compute it (core/parity/reference.py, core/numerics/, core/activations/), so an edit to
-any of them misses the store instead of reading a stale value. Writes go to a temporary file renamed into place, so
+suite sets it; `gelulab parity` honours it too). An entry is one .npy file named by the SHA-256 of everything
+the reference depends on: the activation key, the derivative order, the dtype, the input bytes, the versions of
+mpmath, numpy and ml_dtypes (which round to bfloat16 and float16) and the source of the modules that compute it
+(core/parity/reference.py, core/numerics/, core/activations/), so an edit to any of them misses the store instead
+of reading a stale value. Writes go to a temporary file renamed into place, so
 concurrent processes (pytest-xdist workers) never read half a file. A file that cannot be read is computed again.
 """
 from __future__ import annotations
@@ -33,9 +34,10 @@ def folder() -> Path | None:
 
 @cache
 def _source_digest() -> str:
+    import ml_dtypes
     import mpmath
 
-    h = hashlib.sha256(mpmath.__version__.encode())
+    h = hashlib.sha256(f"{mpmath.__version__}|{np.__version__}|{ml_dtypes.__version__}".encode())
     for name in _SOURCES:
         p = _CORE / name
         for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
@@ -62,7 +64,7 @@ def stored(compute, key: str, order: int, dtype: str, x: np.ndarray) -> np.ndarr
         raw = np.load(path, allow_pickle=False)
         if raw.dtype == bits and raw.shape == x.shape:
             return raw.view(dt)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):  # missing, damaged or empty (a writer cut short)
         pass
     out = compute(key, x, dtype, order)
     tmp = None
