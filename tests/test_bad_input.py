@@ -150,11 +150,11 @@ CASES = [
          r"^merge: \S*/a/parity\.json is damaged \(a record lacks the field 'impl'\); set aside, not merged$",
          files={"a/parity.json": _PARITY_NO_IMPL, "b/parity.json": _PARITY, "c/parity.json": _PARITY}),
     Case("merge-parity-lacks-impl", ("merge", "{tmp}/a", "{tmp}/b", "--out", "{tmp}/m"), 2,
-         r"^gelulab merge: error: merge: no results found in two or more of the folders \(found: parity \(\.\) in "
+         r"^gelulab merge: error: no results found in two or more of the folders \(found: parity \(\.\) in "
          r"\S*/b\); set aside as damaged: \S*/a/parity\.json \(a record lacks the field 'impl'\)",
          files={"a/parity.json": _PARITY_NO_IMPL, "b/parity.json": _PARITY}),
     Case("merge-two-damaged-moons", ("merge", "{tmp}/d", "{tmp}/e", "--out", "{tmp}/m"), 2,
-         r"^gelulab merge: error: merge: no results found .*\(found: nothing usable\); set aside as damaged: "
+         r"^gelulab merge: error: no results found .*\(found: nothing usable\); set aside as damaged: "
          r"\S*/d/results\.json \(a record lacks the field 'arm'\), \S*/e/results\.json \(a field has the wrong type",
          files={"d/results.json": _MOONS_NO_ARM, "e/results.json": _MOONS_BAD_SUMMARY}),
     Case("merge-not-json", ("merge", "{tmp}/a", "{tmp}/b", "{tmp}/c", "--out", "{tmp}/m"), 0,

@@ -105,10 +105,10 @@ def test_merge_refuses_moons_runs_of_different_learning_rates(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("dirs,message", [
-    (["only"], "merge: 1 folder given (only); expected two or more"),
-    (["missing"], "merge: folder missing does not exist;"),
-    (["only", "missing"], "merge: folder missing does not exist;"),
-    (["missing", "also-missing"], "merge: folders missing, also-missing do not exist;"),
+    (["only"], "gelulab merge: error: 1 folder given (only); expected two or more"),
+    (["missing"], "gelulab merge: error: folder missing does not exist;"),
+    (["only", "missing"], "gelulab merge: error: folder missing does not exist;"),
+    (["missing", "also-missing"], "gelulab merge: error: folders missing, also-missing do not exist;"),
     (["a-file", "only"], "a-file: not a folder"),
     (["empty", "empty2"], "holds no results"),
     (["p", "p"], "given twice"),

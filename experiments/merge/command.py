@@ -209,14 +209,14 @@ def merge(dirs) -> dict:
     missing = [str(d) for d in dirs if not Path(d).exists()]
     if missing:
         what = f"folder {missing[0]} does not" if len(missing) == 1 else f"folders {', '.join(missing)} do not"
-        raise ValueError(f"merge: {what} exist; expected results folders of parity, bench, moons or swap")
+        raise ValueError(f"{what} exist; expected results folders of parity, bench, moons or swap")
     if len(dirs) < 2:
-        raise ValueError(f"merge: {len(dirs)} folder given ({', '.join(map(str, dirs))}); expected two or more "
+        raise ValueError(f"{len(dirs)} folder given ({', '.join(map(str, dirs))}); expected two or more "
                          "results folders")
     resolved = [Path(d).resolve() for d in dirs]
     twice = sorted({str(d) for d, r in zip(dirs, resolved) if resolved.count(r) > 1})
     if twice:
-        raise ValueError(f"merge: {', '.join(twice)} given twice; expected each results folder once")
+        raise ValueError(f"{', '.join(twice)} given twice; expected each results folder once")
     groups, damaged, skipped = {}, [], []
     for i, d in enumerate(dirs):
         for r in find_runs(d, damaged, skipped):
@@ -241,7 +241,7 @@ def merge(dirs) -> dict:
     if not joined:
         found = ", ".join(f"{k} ({r}) in {v[0]['dir']}" for (k, r), v in groups.items()) or "nothing usable"
         aside = f"; set aside as damaged: {_damaged_list(damaged)}" if damaged else ""
-        raise ValueError(f"merge: no results found in two or more of the folders (found: {found}){aside}; expected "
+        raise ValueError(f"no results found in two or more of the folders (found: {found}){aside}; expected "
                          "the same command's results from each machine")
     out_runs, out_groups = [], []
     for (kind, rel), runs in joined.items():
