@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     printed as one line. Ctrl-C (SIGINT, also where the process inherited it ignored) and SIGTERM end the command
     after its finished results are on disk, with one line saying what was kept; a framework's import holds them
     until it has finished (core.plumbing.interrupts). The handlers are put in place before anything else this
-    function does (any import, the parsing) and the caller's are put back on return; an interrupt from then on, also while they are put in place or back, is the one line and 128 + the signal.
+    function does (any import, the parsing) and the caller's are put back on return; an interrupt from then on,
+    also while they are put in place or back, is the one line and 128 + the signal.
     What comes before this function (Python's start-up, the import of gelulab and of this module) follows
     Python's rules: a SIGINT with its default action ends the process, one that the process inherited ignored is
     lost. Unless --verbose, the frameworks' start-up log lines are dropped from stderr
