@@ -20,9 +20,11 @@ run: $(STAMP)
 	$(VENV)/bin/gelulab run
 
 # pytest-xdist: one worker per CPU core (JOBS=1 runs in one process); --dist loadgroup keeps a test module's tests
-# in one worker (module-scoped fixtures are built once) and the parity cells that share a reference together.
+# in one worker (module-scoped fixtures are built once) and the parity cells that share a reference together;
+# --no-loadscope-reorder hands the groups out in the order tests/conftest.py gives them (the modules with dear
+# tests first, the parity cells last), not largest test count first.
 JOBS ?= auto
-XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup)
+XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
 test: $(STAMP)
 	$(PY) -m pytest $(XDIST)
 

@@ -27,11 +27,14 @@ try:
     _CACHE_OK = os.access(_CACHE, os.W_OK | os.X_OK)
 except OSError:
     _CACHE_OK = False
-if _CACHE_OK:
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_CACHE, "jax-compilation-cache-tests"))
+# The suite's cache folder (~/.cache/gelulab), for tests that keep a build between sessions; None where it cannot be
+# written.
+CACHE = _CACHE if _CACHE_OK else None
+if CACHE:
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(CACHE, "jax-compilation-cache-tests"))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    os.environ.setdefault("GELULAB_REFERENCE_CACHE", os.path.join(_CACHE, "reference-tests"))
+    os.environ.setdefault("GELULAB_REFERENCE_CACHE", os.path.join(CACHE, "reference-tests"))
 
 from gelulab.backends import BackendUnavailable, capabilities, get_backend, reproducible, selected_backends
 from gelulab.core.activations import ACTIVATIONS, get_activation
@@ -183,6 +186,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
         if _calls_a_compiling_kernel(item):
             item.add_marker(pytest.mark.compile)
+    items[:] = sorted(items, key=_rank(items).__getitem__)
+
+
+def _rank(items) -> dict:
+    """{item: 0, 1 or 2}, the order in which pytest-xdist hands out the groups (the Makefile's
+    --no-loadscope-reorder keeps it): 0 for a group holding a test marked subprocess, training or slow (a few
+    dear tests: started first, so no worker is left alone with one at the end), 2 for the parity cells (hundreds
+    of groups of about a second: they fill the end evenly), 1 for the rest. Stable: a module keeps its order."""
+    dear = {"subprocess", "training", "slow"}
+    group_rank = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group").args[0]
+        rank = 2 if item.get_closest_marker("parity") else 1
+        if rank == 1 and any(item.get_closest_marker(m) for m in dear):
+            rank = 0
+        group_rank[group] = min(group_rank.get(group, rank), rank)
+    return {item: group_rank[item.get_closest_marker("xdist_group").args[0]] for item in items}
 
 
 def _calls_a_compiling_kernel(item) -> bool:

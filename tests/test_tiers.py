@@ -83,3 +83,30 @@ def test_collection_under_numpy_imports_no_other_framework():
                        capture_output=True, text=True, timeout=600, check=False)
     result = json.loads(p.stdout.strip().splitlines()[-1])
     assert result == {"rc": 0, "loaded": []}, p.stdout[-3000:]
+
+
+def _makefile_xdist_options() -> list[str]:
+    """The pytest-xdist options `make test` passes after `-n $(JOBS)` (the Makefile's XDIST line)."""
+    line = next(v for v in (TESTS.parent / "Makefile").read_text().splitlines() if v.startswith("XDIST"))
+    return line.split("-n $(JOBS)", 1)[1].rsplit(")", 1)[0].split()
+
+
+@pytest.mark.subprocess
+def test_make_test_keeps_a_module_on_one_worker(tmp_path):
+    """Under `make test`'s xdist options and the suite's conftest (a test without a group mark goes with its
+    module), two workers and a module of four tests: one process runs all four, so a module-scoped fixture is built
+    once (pytest 9.2 with pytest-xdist 3.8 spread them over both workers, constraints.txt)."""
+    (tmp_path / "test_probe_group.py").write_text(textwrap.dedent("""\
+        import os
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_records_its_process(i, tmp_path_factory):
+            (tmp_path_factory.getbasetemp().parent.parent / f"pid{i}").write_text(str(os.getpid()))
+    """))
+    p = _pytest(["-p", "conftest", "-q", "-n", "2", *_makefile_xdist_options(), "--basetemp", str(tmp_path / "t"),
+                 str(tmp_path / "test_probe_group.py")], tmp_path, GELULAB_BACKEND="numpy",
+                PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert p.returncode == 0, p.stdout + p.stderr
+    pids = {(tmp_path / f"pid{i}").read_text() for i in range(4)}
+    assert len(pids) == 1, (pids, p.stdout)
