@@ -72,7 +72,7 @@ def _compiled(act, order):
     concrete function for tensors of any shape of the caller's dtype (traced once per dtype; XLA compiles once per
     shape). Calling the concrete function skips the tf.function's argument matching: 76 us a call instead of
     160-200 us, measured on 8 floats."""
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)  # no Python control flow on tensors (as compile())
     def run(x):
         fn = K.kernel_function(act, order, _NAMES[x.dtype])
         if x.dtype == tf.float32:
