@@ -45,8 +45,7 @@ def test_minimum_and_non_monotonic(backend, impl):
 def test_derivatives_at_zero(backend, impl):
     for mode in _modes(backend):
         assert _run(backend, "gelu_none", [0.0], impl, order=1, mode=mode)[0] == 0.5
-        assert _run(backend, "relu", [0.0], impl, order=1, mode=mode)[0] == 0.0
-        assert _run(backend, "relu", [2.0], impl, order=1, mode=mode)[0] == 1.0
+        assert _run(backend, "relu", [0.0, 2.0], impl, order=1, mode=mode).tolist() == [0.0, 1.0]  # one compile
 
 
 POINTS = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 4.0])

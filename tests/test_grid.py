@@ -392,14 +392,24 @@ def test_grid_resumes_a_lost_cell_and_refuses_other_settings(small_grid, tmp_pat
 
 @pytest.mark.training
 @pytest.mark.slow
-def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
-    pytest.importorskip("ray", reason="Ray is the optional extra gelulab[ray]")
+def test_ray_and_local_executors_store_the_same_numbers(tmp_path, monkeypatch):
+    ray_module = pytest.importorskip("ray", reason="Ray is the optional extra gelulab[ray]")
     backend = _trainable()[0]
     spec = G.parse_grid(SMALL_GRID.replace("depth = [1, 2]", "depth = [1]"))
     # one worker each: the local cells in this process, both Ray tasks on the one worker of a 1-CPU instance (its
     # start-up and one framework import are the cost; the numbers do not depend on how many run at once)
     local = GS.run_grid(spec, tmp_path / "local", [backend], executor="local", jobs=1, progress=False)
-    ray = GS.run_grid(spec, tmp_path / "ray", [backend], executor="ray", jobs=1, progress=False)
+    # The grid starts its own Ray instance; the plain study below runs on that same instance (an executor leaves
+    # running an instance it did not start), so Ray and its worker's framework start once
+    try:
+        with monkeypatch.context() as keep:
+            keep.setattr(ray_module, "shutdown", lambda *a, **k: None)
+            ray = GS.run_grid(spec, tmp_path / "ray", [backend], executor="ray", jobs=1, progress=False)
+        assert ray_module.is_initialized()
+        _plain_study_on_ray_stores_what_the_local_one_stores(spec, backend, tmp_path)
+        assert ray_module.is_initialized()  # not shut down by the study that found it running
+    finally:
+        ray_module.shutdown()
     assert ray["trained_cells"] == local["trained_cells"] == 2
     files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("seed*.json"))
     assert len(files) == 2 * 2 * 3
@@ -409,7 +419,10 @@ def test_ray_and_local_executors_store_the_same_numbers(tmp_path):
         assert a == b, rel  # number for number: metrics, curves, logits, versions, key
     assert {h["pid"] for h in ray["hosts"].values()}.isdisjoint({h["pid"] for h in local["hosts"].values()})
     assert math.isfinite(ray["wall_s"])
-    # a plain study on Ray (one task per backend) stores what the local study stores
+
+
+def _plain_study_on_ray_stores_what_the_local_one_stores(spec, backend, tmp_path):
+    """A plain study on Ray (one task per backend) stores what the local study stores."""
     cfg = spec.cells()[0].config
     plain = {}
     for executor in ("local", "ray"):

@@ -94,6 +94,8 @@ def test_moons_sigint_keeps_finished_groups_and_resumes_number_for_number(tmp_pa
     monkeypatch.setenv("GELULAB_BACKEND", TRAIN)
     assert cli.main([*MOONS, "--out", str(out)]) == 0, capsys.readouterr().err[-2000:]
     assert json.loads((out / "results.json").read_text())["resumed_groups"] >= 1
+    # the uninterrupted run is the reference numbers only: its plots (half its time) are left out
+    monkeypatch.setattr(X, "write_plots", lambda results, out_dir: {})
     assert cli.main([*MOONS, "--out", str(tmp_path / "whole")]) == 0, capsys.readouterr().err[-2000:]
     a, b = _numbers(out), _numbers(tmp_path / "whole")
     assert len(a) == N_MOONS_RUNS and a == b  # identical, not merely close
@@ -287,6 +289,10 @@ def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeyp
     # stored or resumed (tests/test_swap.py runs the command with it)
     argv = ["swap", "--backends", "numpy", "--activations", "relu,gelu_tanh", "--pairs", str(small_pairs),
             "--no-transformers"]
+    # the plot (half a run's time) is drawn by the resumed run only, the run under test; the others are about
+    # the stored results
+    real_plot = swap._plot
+    monkeypatch.setattr(swap, "_plot", lambda report, path: None)
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
     real, calls = swap._encode, []
 
@@ -304,7 +310,10 @@ def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeyp
     assert err.endswith(f"\ngelulab swap: interrupted; 2 of 3 swap results are stored in {out / 'parts'}; run the "
                         "same command again to resume\n")
     monkeypatch.setattr(swap, "_encode", real)
+    monkeypatch.setattr(swap, "_plot", real_plot)
     assert cli.main([*argv, "--out", str(out)]) == 0
+    assert (out / "swap_layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setattr(swap, "_plot", lambda report, path: None)
     assert _swap_rows(out) == _swap_rows(tmp_path / "whole")
     assert json.loads((out / "swap.json").read_text())["resumed"] == 2
     # a damaged stored result is set aside and computed again; other settings are refused before any work

@@ -2,7 +2,7 @@
 (core.plumbing.interrupts.die_with_parent), so nothing goes on burning the cores after the command is gone.
 
 Each test starts `python -m gelulab ...` in a session of its own, waits until its children run, kills the command
-with SIGKILL, and 5 s later counts the processes left in that session (psutil).
+with SIGKILL, and counts the processes left in that session (psutil) until none is left or 5 s have passed.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.subprocess
 
 def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
     """Start gelulab with `argv`, SIGKILL it once ready(process) is true, and return the command lines of the
-    processes of its session still alive 5 s later (then killed, so a failing test leaves nothing either)."""
+    processes of its session still alive 5 s later (then killed, so a failing test leaves nothing either); [] as
+    soon as none is."""
     p = subprocess.Popen([sys.executable, "-m", "gelulab", *argv], cwd=ROOT, start_new_session=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.monotonic()
@@ -39,16 +40,28 @@ def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
         p.wait()
-    time.sleep(5)
-    left = []
+    # a session none of whose processes is alive gets no new one: the first look that finds none ends the wait
+    deadline = time.monotonic() + 5
+    while (left := _in_session(p.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [" ".join(proc.info["cmdline"] or [])[:200] for proc in left]
+
+
+def _in_session(sid: int) -> list[psutil.Process]:
+    """The processes of session `sid` (with their "cmdline" info)."""
+    found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if os.getsid(proc.pid) == p.pid:
-                left.append(" ".join(proc.info["cmdline"] or [])[:200])
-                proc.kill()
+            if os.getsid(proc.pid) == sid:
+                found.append(proc)
         except (ProcessLookupError, psutil.Error):
             pass
-    return left
+    return found
 
 
 def _children(n):

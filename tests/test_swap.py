@@ -7,17 +7,20 @@ classes (ACT2FN); the other frameworks' encoders; scipy's Mann-Whitney U for ROC
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.stats
-from conftest import requires
+from conftest import available, requires
 
 from gelulab.backends import capabilities, get_backend, selected_backends
 from gelulab.core.activations import ACTIVATIONS
@@ -152,14 +155,13 @@ def test_a_flipped_byte_in_any_model_file_is_refused_naming_it(model_copy, name,
     assert read == []  # refused before any weight was read
 
 
-@pytest.mark.subprocess
 def test_swap_model_option_with_a_changed_config_is_one_line_exit_2(model_copy, tmp_path):
     config = model_copy / "config.json"
     original = config.read_text()
     config.write_text(original.replace('"layer_norm_eps": 1e-12', '"layer_norm_eps": 0.1'))
     try:
         assert config.read_text() != original
-        p = _swap_subprocess("--model", str(model_copy), "--out", str(tmp_path / "out"))
+        p = _swap_command("--model", str(model_copy), "--out", str(tmp_path / "out"))
     finally:
         config.write_text(original)
     assert p.returncode == 2 and "Traceback" not in p.stderr
@@ -169,18 +171,15 @@ def test_swap_model_option_with_a_changed_config_is_one_line_exit_2(model_copy, 
     assert not (tmp_path / "out").exists()
 
 
-def _swap_subprocess(*argv):
-    import subprocess
-    import sys
-    from pathlib import Path
+def _swap_command(*argv):
+    """`gelulab swap --backends numpy --activations relu *argv` through the command line's main() in this process
+    (what `python -m gelulab` runs): (exit code, stdout, stderr)."""
+    from gelulab import cli
 
-    import gelulab
-
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "-m", "gelulab", "swap", "--backends", "numpy", "--activations", "relu",
-                           *argv], capture_output=True, text=True, cwd=root, env=env, timeout=600, check=False)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["swap", "--backends", "numpy", "--activations", "relu", *argv])
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_config_json_that_is_not_json_names_the_file(pretrained, tmp_path):
@@ -195,8 +194,8 @@ def test_config_json_that_is_not_json_names_the_file(pretrained, tmp_path):
         bert.load_pretrained(tmp_path)
 
 
-@pytest.mark.subprocess
-def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrained, tmp_path):
+@pytest.mark.slow  # the whole command, the transformers BertModel beside when torch is selected
+def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrained, tmp_path, capsys, monkeypatch):
     folder = tmp_path / "bert"
     folder.mkdir()
     for name in bert.READ_FILES:
@@ -205,9 +204,11 @@ def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrain
     small = tmp_path / "pairs.tsv"
     rows = [p for label in bert.PAIR_LABELS for p in pairs if p[0] == label][::20]
     small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
-    p = _swap_subprocess("--model", str(folder), "--pairs", str(small), "--out", str(tmp_path / "out"))
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert f"gelulab swap: UNVERIFIED model: {folder} has no sha256sums manifest" in p.stderr
+    monkeypatch.setattr(swap, "_plot", lambda report, path: None)  # the folder's check is the subject, not the plot
+    beside = [] if available("transformers") else ["--no-transformers"]  # torch not selected: not imported
+    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--model", str(folder), "--pairs",
+                          str(small), "--out", str(tmp_path / "out"), *beside)) == 0
+    assert f"gelulab swap: UNVERIFIED model: {folder} has no sha256sums manifest" in capsys.readouterr().err
     report = json.loads((tmp_path / "out" / "swap.json").read_text())
     assert report["model"]["verified"] is False and report["model"]["manifest"] is None
     assert report["model"]["files"]["model.safetensors"] == PINNED_SHA256
@@ -476,11 +477,26 @@ def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, 
         np.testing.assert_allclose(g[real], w[real], atol=EMBEDDING_TOL, rtol=0)
 
 
-def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
+def _plot_once(monkeypatch, out):
+    """Leave out the plot the command draws after every backend and stage; returns draw(): the plot of the final
+    swap.json in `out`, as the command's last write draws it, checked to be a PNG."""
+    real = swap._plot
+    monkeypatch.setattr(swap, "_plot", lambda report, path: None)
+
+    def draw():
+        real(json.loads((out / "swap.json").read_text()), out / "swap_layers.png")
+        assert (out / "swap_layers.png").stat().st_size > 10_000
+
+    return draw
+
+
+def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path, monkeypatch):
     requires("transformers")
     out = tmp_path / "out"
+    draw = _plot_once(monkeypatch, out)
     assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out))) == 0
+    draw()
     report = json.loads((out / "swap.json").read_text())
     rows = {(r["backend"], r["activation"], r["stage"]): r for r in report["rows"]}
     assert set(rows) == {("numpy", "gelu_none", "original"), ("numpy", "relu", "swapped"),
@@ -496,12 +512,14 @@ def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path):
 
 @pytest.mark.training
 @pytest.mark.slow
-def test_transformers_finetune_recovers(tmp_path):
+def test_transformers_finetune_recovers(tmp_path, monkeypatch):
     requires("transformers")
     out = tmp_path / "out"
+    draw = _plot_once(monkeypatch, out)
     assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out), "--finetune", "--steps", "4", "--train-sentences", "16",
                           "--finetune-batch", "16")) == 0
+    draw()  # with the fine-tuned line
     report = json.loads((out / "swap.json").read_text())
     ft = report["finetune"]["transformers"]["relu"]
     assert ft["loss_last"] < ft["loss_first"]
@@ -583,7 +601,7 @@ def test_swap_model_with_impossible_sizes_is_one_line_exit_2(plain_copy, key, va
     data[key] = value
     config.write_text(json.dumps(data))
     try:
-        p = _swap_subprocess("--model", str(plain_copy), "--out", str(tmp_path / "out"))
+        p = _swap_command("--model", str(plain_copy), "--out", str(tmp_path / "out"))
     finally:
         config.write_text(original)
     assert p.returncode == 2 and "Traceback" not in p.stderr
@@ -637,7 +655,7 @@ def test_links_that_stay_inside_the_folder_are_followed(pretrained, tmp_path):
 
 def test_swap_model_link_out_prints_no_digest_of_the_file_outside(pretrained, tmp_path):
     folder = _folder_with(tmp_path, pretrained, {"model.safetensors": pretrained.directory / "model.safetensors"})
-    p = _swap_subprocess("--model", str(folder), "--out", str(tmp_path / "out"))
+    p = _swap_command("--model", str(folder), "--out", str(tmp_path / "out"))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(f"gelulab swap: error: {folder / 'model.safetensors'}: "
                                                         "leads to ")

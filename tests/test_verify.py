@@ -47,12 +47,25 @@ def test_interrupted_run_resumes_by_chunk(tmp_path, capsys):
     assert summary["complete"] and summary["cells"]["numpy|float32|relu|0"]["n"] == 65536
 
 
+BAD_OPTIONS = [(["--stride", "0"], "--stride 0"),
+               (["--stride", str((1 << 32) + 1)], f"--stride {(1 << 32) + 1}"),
+               (["--exhaustive", "--chunk", "1"], "--chunk 1"),
+               (["--stride", "7", "--max-chunks", "-1"], "--max-chunks -1")]
+
+
+@pytest.mark.parametrize("bad,named", BAD_OPTIONS)
+def test_bad_option_is_one_line_and_exit_code_2(tmp_path, capsys, bad, named):
+    assert gelulab.main(["verify", *bad, "--backend", "numpy", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gelulab verify: error: {named}") and err.count("\n") == 1, err
+    assert not (tmp_path / "chunks.jsonl").exists()
+
+
 @pytest.mark.subprocess
-@pytest.mark.parametrize("bad,named", [(["--stride", "0"], "--stride 0"),
-                                       (["--stride", str((1 << 32) + 1)], f"--stride {(1 << 32) + 1}"),
-                                       (["--exhaustive", "--chunk", "1"], "--chunk 1"),
-                                       (["--stride", "7", "--max-chunks", "-1"], "--max-chunks -1")])
-def test_bad_option_is_one_line_and_exit_code_2(tmp_path, bad, named):
+def test_bad_option_is_one_line_and_exit_code_2_from_python_m_gelulab(tmp_path):
+    """The same refusal from a fresh `python -m gelulab`: its whole stderr is the one line (nothing printed while
+    the command line starts)."""
+    bad, named = BAD_OPTIONS[0]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
     p = subprocess.run([sys.executable, "-m", "gelulab", "verify", *bad, "--backend", "numpy",
                         "--out", str(tmp_path)], check=False, capture_output=True, text=True, cwd=ROOT, env=env,
@@ -65,7 +78,8 @@ def test_bad_option_is_one_line_and_exit_code_2(tmp_path, bad, named):
 @pytest.mark.subprocess
 def test_sigint_keeps_finished_chunks_and_resumes_to_the_same_figures(tmp_path):
     out, whole = tmp_path / "v", tmp_path / "whole"
-    args = ["verify", "--stride", STRIDE, "--chunk", "64", "--backend", "numpy", "--activation", "gelu_none"]
+    common = ["verify", "--stride", STRIDE, "--backend", "numpy", "--activation", "gelu_none"]
+    args = [*common, "--chunk", "64"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
     p = subprocess.Popen([*gelulab_argv("terminal"), *args, "--out", str(out)], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,7 +95,10 @@ def test_sigint_keeps_finished_chunks_and_resumes_to_the_same_figures(tmp_path):
                                             f"{log}; run the same command again to resume")
     assert 1 <= kept < 1024 and not (out / "summary.json").exists()
     assert gelulab.main([*args, "--out", str(out)]) == 0
-    assert gelulab.main([*args, "--out", str(whole)]) == 0
+    # the uninterrupted reference in chunks of 4096 (16 chunks, not 1024 written one by one): the figures do not
+    # depend on the chunking either
+    assert gelulab.main([*common, "--chunk", "4096", "--out", str(whole)]) == 0
     resumed, fresh = (json.loads((d / "summary.json").read_text()) for d in (out, whole))
+    assert (resumed["float32_chunks"], fresh["float32_chunks"]) == (1024, 16)
     assert resumed["complete"] and resumed["cells"] == fresh["cells"]
     assert resumed["backends_differ"] == fresh["backends_differ"]
