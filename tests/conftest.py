@@ -195,14 +195,20 @@ def _rank(items) -> dict:
     dear tests: started first, so no worker is left alone with one at the end), 2 for the parity cells (hundreds
     of groups of about a second: they fill the end evenly), 1 for the rest. Stable: a module keeps its order."""
     dear = {"subprocess", "training", "slow"}
+    groups = {item: _group_name(item) for item in items}
     group_rank = {}
-    for item in items:
-        group = item.get_closest_marker("xdist_group").args[0]
+    for item, group in groups.items():
         rank = 2 if item.get_closest_marker("parity") else 1
         if rank == 1 and any(item.get_closest_marker(m) for m in dear):
             rank = 0
         group_rank[group] = min(group_rank.get(group, rank), rank)
-    return {item: group_rank[item.get_closest_marker("xdist_group").args[0]] for item in items}
+    return {item: group_rank[group] for item, group in groups.items()}
+
+
+def _group_name(item) -> str:
+    """The name pytest-xdist gives the item's group: its xdist_group marks' names (positional or name=), joined."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return "_".join(sorted(names))
 
 
 def _calls_a_compiling_kernel(item) -> bool:

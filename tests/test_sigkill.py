@@ -40,9 +40,14 @@ def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
         p.wait()
-    # a session none of whose processes is alive gets no new one: the first look that finds none ends the wait
-    deadline = time.monotonic() + 5
-    while (left := _in_session(p.pid)) and time.monotonic() < deadline:
+    # a session none of whose processes is alive gets no new one: two looks 0.1 s apart that find none end the wait
+    # (one look could miss a child forked by a parent that died while the look ran)
+    deadline, empty = time.monotonic() + 5, 0
+    while time.monotonic() < deadline:
+        left = _in_session(p.pid)
+        empty = 0 if left else empty + 1
+        if empty == 2:
+            break
         time.sleep(0.1)
     for proc in left:
         try:

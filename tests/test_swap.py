@@ -478,10 +478,17 @@ def test_transformers_bertmodel_swapped_by_gelulab_matches_gelulab_encoder(key, 
 
 
 def _plot_once(monkeypatch, out):
-    """Leave out the plot the command draws after every backend and stage; returns draw(): the plot of the final
-    swap.json in `out`, as the command's last write draws it, checked to be a PNG."""
-    real = swap._plot
-    monkeypatch.setattr(swap, "_plot", lambda report, path: None)
+    """Draw only the first of the plots the command draws after every backend and stage (a partial report) and
+    leave out the rest; returns draw(): the plot of the final swap.json in `out`, as the command's last write draws
+    it, checked to be a PNG."""
+    real, calls = swap._plot, []
+
+    def first_only(report, path):
+        calls.append(path)
+        if len(calls) == 1:
+            real(report, path)
+
+    monkeypatch.setattr(swap, "_plot", first_only)
 
     def draw():
         real(json.loads((out / "swap.json").read_text()), out / "swap_layers.png")
