@@ -13,6 +13,7 @@ from functools import cache
 import mpmath
 import numpy as np
 import pytest
+from parity_shapes import call
 
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.numerics import kernel_coeffs as KC
@@ -47,9 +48,9 @@ X = _inputs()
 
 @cache
 def _kernel_fn(backend, key: str, order: int, mode: str):
-    """backend.function(key, "kernel", order, mode), built once per module: a compiled mode's program for X's shape
-    (static shapes), compiled for test_kernel_within_its_ulp_goal, then serves the tests judged at the head of an
-    array shaped as X instead of being traced and compiled again for them."""
+    """backend.function(key, "kernel", order, mode), built once per module. The tests call it through
+    parity_shapes.call: a compiled mode (static shapes) runs at the parity suite's input length, the program the
+    parity cells compile, instead of tracing and compiling one for each shape here."""
     return backend.function(key, "kernel", order, mode)
 
 
@@ -60,7 +61,7 @@ def test_kernel_within_its_ulp_goal(backend, key, order):
     for mode in backend.modes:
         fn = _kernel_fn(backend, key, order, mode)
         with np.errstate(all="ignore"):
-            y = backend.to_numpy(fn(backend.asarray(X)))
+            y = call(backend, fn, X, mode)
         ref = reference(key, X, "float32", order)
         x64, r64 = X.astype(np.float64), ref.astype(np.float64)
         normal = ((x64 == 0) | (np.abs(x64) >= TINY)) & ((r64 == 0) | (np.abs(r64) >= TINY))
@@ -73,27 +74,27 @@ def test_kernel_within_its_ulp_goal(backend, key, order):
 def test_smallest_normal_result_survives_flush_to_zero(backend, key):
     # x = 0x00FFFFFF: x/2 is a tie just below 2^-126 and f(x) = x/2 + O(x^2) rounds up to 2^-126 (XLA flushes
     # the formula's float64 -> float32 rounding to 0); likewise bfloat16 0x00FF. The float32 input is judged at
-    # the head of an array shaped as X (the program test_kernel_within_its_ulp_goal compiled; the torch kernel's
-    # eager loop, which a 1-element call would leave for its float64 path)
+    # the head of an array shaped as X (in eager mode the torch kernel's loop, which a 1-element call would leave
+    # for its float64 path; a compiled mode runs at the parity length, parity_shapes.call)
     x = np.concatenate([np.array([0x00FFFFFF], np.uint32).view(np.float32), X[1:]])
     xb = np.array([0x00FF], np.uint16).view(get_dtype("bfloat16").np_dtype)
     for mode in backend.modes:
         fn = _kernel_fn(backend, key, 0, mode)
-        assert backend.to_numpy(fn(backend.asarray(x)))[0] == np.float32(2.0**-126), mode
-        assert float(backend.to_numpy(fn(backend.asarray(xb)))[0]) == 2.0**-126, mode
+        assert call(backend, fn, x, mode)[0] == np.float32(2.0**-126), mode
+        assert float(call(backend, fn, xb, mode)[0]) == 2.0**-126, mode
 
 
 @pytest.mark.parametrize("key", KEYS)
 def test_special_values(backend, key):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
-    # judged at the head of an array shaped as X: a compiled mode (static shapes) runs the program compiled for
-    # test_kernel_within_its_ulp_goal instead of compiling one per order for this shape
+    # judged at the head of an array shaped as X: the torch kernel's eager loop (see above); a compiled mode runs
+    # at the parity length (parity_shapes.call), as in test_kernel_within_its_ulp_goal
     padded = np.concatenate([x, X[len(x):]])
     for order in (0, 1, 2):
         ref = reference(key, x, "float32", order)
         for mode in backend.modes:
             fn = _kernel_fn(backend, key, order, mode)
-            y = backend.to_numpy(fn(backend.asarray(padded)))[:len(x)]
+            y = call(backend, fn, padded, mode)[:len(x)]
             same = (y == ref) | (np.isnan(y) & np.isnan(ref))
             if order > 0 and not ACTIVATIONS[key].nan_derivative:
                 same[4] = True  # ReLU'(NaN) is not defined (core.parity.tolerances.UNCOMPARED_NAN_DERIVATIVE)
