@@ -192,8 +192,9 @@ def pytest_collection_modifyitems(config, items):
 def _rank(items) -> dict:
     """{item: 0, 1 or 2}, the order in which pytest-xdist hands out the groups (the Makefile's
     --no-loadscope-reorder keeps it): 0 for a group holding a test marked subprocess, training or slow (a few
-    dear tests: started first, so no worker is left alone with one at the end), 2 for the parity cells (hundreds
-    of groups of about a second: they fill the end evenly), 1 for the rest. Stable: a module keeps its order."""
+    dear tests: started first, so no worker is left alone with one at the end), 2 for the parity cells (one group
+    per activation, dtype and order, a few seconds each: they fill the end evenly), 1 for the rest. Stable: a
+    module keeps its order."""
     dear = {"subprocess", "training", "slow"}
     groups = {item: _group_name(item) for item in items}
     group_rank = {}
