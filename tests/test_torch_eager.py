@@ -128,3 +128,38 @@ print("ok")
     r = _child(code, GELULAB_KERNEL_COMPILE="wait", CXX="/nonexistent/g++", CC="/nonexistent/gcc",
                TORCHINDUCTOR_CACHE_DIR=os.path.join(os.environ.get("TMPDIR", "/tmp"), "gelulab-no-cxx-cache"))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_both_kernel_namespaces_meet_the_ulp_goals_and_the_cpu_one_needs_uncontracted_products(monkeypatch):
+    """On CPUs the loop splits floats arithmetically (CPU_NS, Dekker's split); on GPUs, and where inductor's C++
+    would contract products into FMAs, it masks bits (NS). Both are judged here, op by op on the CPU, against the
+    correctly rounded mpmath reference (the 2048 spread bit patterns and hard points of tests/test_kernels.py)."""
+    import torch
+    from test_kernels import TINY, X
+
+    from gelulab.backends.torch import kernels as TK
+    from gelulab.core.activations import ACTIVATIONS
+    from gelulab.core.numerics.metrics import ulp_distance
+    from gelulab.core.parity.reference import reference
+    from gelulab.core.parity.tolerances import KERNEL_GOALS
+
+    x = torch.from_numpy(X)
+    assert TK._namespace(x) is TK.CPU_NS
+    monkeypatch.setattr(TK._inductor_config.cpp, "enable_floating_point_contract_flag", "fast")
+    assert TK._namespace(x) is TK.NS
+    x64 = X.astype(np.float64)
+    worst = {}
+    for key, act in ACTIVATIONS.items():
+        if act.kernel is None:
+            continue
+        for order in (0, 1, 2):
+            ref = reference(key, X, "float32", order)
+            r64 = ref.astype(np.float64)
+            normal = ((x64 == 0) | (np.abs(x64) >= TINY)) & ((r64 == 0) | (np.abs(r64) >= TINY))
+            for ns in (TK.NS, TK.CPU_NS):
+                with torch.no_grad():
+                    y = act.kernel.function(order)(ns, x).numpy()
+                u = ulp_distance(y, ref, "float32")[normal]
+                worst[(key, order, type(ns).__name__)] = u.max()
+                assert u.max() <= KERNEL_GOALS[("float32", order)].max_ulp, (key, order, type(ns).__name__, u.max())
+    assert len(worst) == 2 * 3 * sum(a.kernel is not None for a in ACTIVATIONS.values())

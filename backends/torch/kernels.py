@@ -17,7 +17,11 @@ the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (t
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
 traced into the caller's graph instead (with gradients, through twin Functions that have no custom jvp and call plain
 functions, which dynamo traces without breaking the graph); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
-casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values.
+casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the loop and
+the ops traced into a torch.compile'd caller use CPU_NS, which splits and compares floats without bit casts
+(inductor's C++ writes each bit cast as a per-element store/load round trip): the same accuracy contract, other
+bits on about 0.1-0.5 % of inputs, 2.5x faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 6.3 ms
+instead of 16.0 ms).
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
 calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
@@ -34,6 +38,7 @@ from functools import cache
 
 import torch
 import torch.autograd.forward_ad as fwAD
+from torch._inductor import config as _inductor_config
 
 from gelulab.backends.torch import activations as _xp
 from gelulab.core.activations import ACTIVATIONS, get_activation
@@ -123,14 +128,59 @@ class _PortableNamespace(_Namespace):
 PORTABLE_NS = _PortableNamespace()
 
 
-def _recording():
-    """The kernel namespace to record the kernels' ops with when a tracer is recording rather than running them;
-    None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too) and the
-    dynamo ONNX exporter; NS under torch.compile's dynamo, torch.export, make_fx and torch.fx.symbolic_trace."""
+class _CpuNamespace(_Namespace):
+    """The operations without bit casts, for inductor's C++ loops on CPUs, whose vector code writes each bit cast
+    as a store of the vector and a loop of 16 scalar casts (measured, exact GELU at 8x128x1536 float32, one Xeon
+    thread: 16.0 ms with them, 6.3 ms with these). keep_bits is Dekker's split (Veltkamp 1968; Dekker 1971, sec.
+    5): t = (2^(24-b) + 1) x, h = t - (t - x) has at most b significant bits and x - h is exact, for |x| below
+    2^(127 - (24 - b)) (the kernels split values below 2^16), unless a product is contracted into an FMA, which
+    inductor's C++ does not do unless its `cpp.enable_floating_point_contract_flag` is changed (_namespace checks
+    it). h is x rounded to b bits rather than truncated, so x - h may have either sign and |x - h| is at most
+    half an ULP of h in b bits: every exact product and error bound of core.numerics.kernels holds with it.
+    pow2(k) is exp2(k), exact for integer k in [-126, 127] (glibc's exp2 and SLEEF's, which inductor calls);
+    bits_equal compares by value (the patterns it is given are finite and nonzero)."""
+
+    @staticmethod
+    def keep_bits(x, bits: int):
+        t = x * float(2 ** (24 - bits) + 1)
+        return t - (t - x)
+
+    @staticmethod
+    def pow2(k):
+        return torch.exp2(k)
+
+    bits_equal = staticmethod(_PortableNamespace.bits_equal)
+
+
+CPU_NS = _CpuNamespace()
+
+
+@torch.compiler.assume_constant_result
+def _uncontracted() -> bool:
+    """Whether inductor's C++ leaves products and sums apart (no FMA contraction: its default), read when called
+    (under dynamo: once per trace, as a constant)."""
+    return _inductor_config.cpp.enable_floating_point_contract_flag == "off"
+
+
+def _namespace(x):
+    """The kernel namespace to compute x with where the kernels run rather than being recorded: CPU_NS for CPU
+    tensors while inductor's C++ does not contract products into FMAs (its default), NS otherwise (GPUs: Triton
+    contracts, and its bit casts are free)."""
+    if x.device.type != "cpu":
+        return NS
+    return CPU_NS if _uncontracted() else NS
+
+
+def _recording(x):
+    """The kernel namespace to record the kernels' ops on x with when a tracer is recording rather than running
+    them; None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too)
+    and the dynamo ONNX exporter; under torch.compile's dynamo the namespace the loop itself uses (_namespace: the
+    caller's graph is compiled here, for x's device); NS under torch.export, make_fx and torch.fx.symbolic_trace
+    (their graphs may be compiled elsewhere, for another device)."""
     if torch.jit.is_tracing() or onnx_exporting():
         return PORTABLE_NS
     if torch.compiler.is_compiling():
-        return NS
+        return NS if torch.compiler.is_exporting() else _namespace(x)
     from torch.fx import _symbolic_trace
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
@@ -193,7 +243,8 @@ class _Compiled:
         self._built_state = None  # the global state the loop was built under (_state)
         self._lock = threading.Lock()
 
-    def _run(self, x, ns=NS):
+    def _run(self, x, ns=None):
+        ns = ns or _namespace(x)
         out = tuple(f(ns, x) for f in self.fns)
         return out if len(out) > 1 else out[0]
 
@@ -262,7 +313,7 @@ class _Compiled:
 
     def __call__(self, x):
         dtype = x.dtype
-        ns = _recording()
+        ns = _recording(x)
         if ns is not None:
             xf = x if dtype == torch.float32 else x.to(torch.float32)
             y = self._run(xf, ns)
@@ -305,7 +356,7 @@ def _traced(k: _Compiled):
     fns, bf16 = k.fns, k.bf16
 
     def run(x):
-        ns = _recording() or NS  # PORTABLE_NS (no bit casts) for the ONNX exporters
+        ns = _recording(x) or _namespace(x)  # PORTABLE_NS (no bit casts) for the ONNX exporters
         xf = x if x.dtype == torch.float32 else x.to(torch.float32)
         out = tuple(f(ns, xf) for f in fns)
         return _in_dtype(out if len(out) > 1 else out[0], xf, x.dtype, bf16, ns)

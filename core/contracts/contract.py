@@ -136,13 +136,15 @@ class KernelNamespace(Protocol):
         """Round to the nearest integer, ties to even, float32 in and out."""
 
     def keep_bits(self, x, bits: int):
-        """x with only its `bits` leading significant bits (the low 24 - bits mantissa bits cleared by a mask)."""
+        """A head h of x with at most `bits` significant bits such that x - h is exact and |x - h| < 2^(1-bits) |x|:
+        the low 24 - bits mantissa bits cleared by a mask, or Dekker's split t - (t - x), t = (2^(24-bits) + 1) x,
+        where products are never contracted into FMAs (for |x| < 2^16, the values the kernels split)."""
 
     def pow2(self, k):
-        """2**k for integer-valued float32 k in [-126, 127], built from its exponent bits (exact)."""
+        """2**k for integer-valued float32 k in [-126, 127], exact (from its exponent bits, or an exact exp2)."""
 
     def bits_equal(self, x, u: int):
-        """Whether x has the bit pattern u (an int), elementwise."""
+        """Whether x has the bit pattern u (an int; the kernels pass finite nonzero patterns only), elementwise."""
 
 
 @runtime_checkable

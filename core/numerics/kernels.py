@@ -2,9 +2,10 @@
 within 1 ULP of the correctly rounded value wherever the result is a normal float32 (values and first derivatives).
 
 Written once over a backend's kernel namespace `xp` (backends/<name>/kernels.py): the array operators + - * /,
-comparisons, and `xp.where`, `xp.abs`, `xp.rint` (round half to even), `xp.keep_bits(x, b)` (x with only its b
-leading significant bits, by masking the low mantissa bits), `xp.pow2(k)` (2**k from exponent bits) and
-`xp.bits_equal(x, u)` (x has the bit pattern u, an int). Inputs are
+comparisons, and `xp.where`, `xp.abs`, `xp.rint` (round half to even), `xp.keep_bits(x, b)` (a head of x with at
+most b significant bits and an exact remainder: its low mantissa bits masked, or Dekker's split where products are
+never contracted into FMAs), `xp.pow2(k)` (2**k, exact) and `xp.bits_equal(x, u)` (x has the bit pattern u, an
+int). Inputs are
 float32 arrays (the backends widen bfloat16/float16 exactly and round the float32 result once); no float64 value is
 created anywhere. Every constant is a float32 value (core/numerics/kernel_coeffs.py, fitted by core/numerics/kernel_fit.py).
 
@@ -13,7 +14,7 @@ How each result is made accurate (the libm techniques of CORE-MATH, SLEEF and fd
   only x = -a <= 0 is approximated, and the x > 0 result is x - T (resp. 1 - T) with T = -f(-x) carried as a
   float32 pair hi + lo.
 * One exponential. f(-a) = -2^-n F(a) E P(a): e^-s = 2^-n E with the argument s (a^2/2, k a, 2u(a)) split exactly
-  into s_hi + s_lo (a^2 from the 12-bit halves of a, bit masks, no FMA needed), the Cody-Waite reduction
+  into s_hi + s_lo (a^2 from the 12-bit halves of a, no FMA needed), the Cody-Waite reduction
   r = s - n ln2 exact for its leading part (ln2's 16-bit head times n has no rounding, Sterbenz does the rest),
   and E = (1 - r) + r^2 Q(r) kept as a pair (1 - r_hi is a Fast2Sum).
 * One polynomial, one Horner chain (exact GELU). P is a polynomial in u = v - c, with v = a below the split
