@@ -17,11 +17,11 @@ the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (t
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
 traced into the caller's graph instead (with gradients, through twin Functions that have no custom jvp and call plain
 functions, which dynamo traces without breaking the graph); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
-casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the loop and
-the ops traced into a torch.compile'd caller use CPU_NS, which splits and compares floats without bit casts
-(inductor's C++ writes each bit cast as a per-element store/load round trip): the same accuracy contract, other
-bits on about 0.1-0.5 % of inputs, 2.5x faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 6.3 ms
-instead of 16.0 ms).
+casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the eager
+loop uses CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a
+per-element store/load round trip): the same accuracy contract, other bits on about 0.1-0.5 % of inputs, 2.9x
+faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 5.5 ms instead of 16.0 ms); a caller's graph keeps
+NS (_recording).
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
 calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
@@ -171,16 +171,18 @@ def _namespace(x):
     return CPU_NS if _uncontracted() else NS
 
 
-def _recording(x):
-    """The kernel namespace to record the kernels' ops on x with when a tracer is recording rather than running
-    them; None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too)
-    and the dynamo ONNX exporter; under torch.compile's dynamo the namespace the loop itself uses (_namespace: the
-    caller's graph is compiled here, for x's device); NS under torch.export, make_fx and torch.fx.symbolic_trace
-    (their graphs may be compiled elsewhere, for another device)."""
+def _recording():
+    """The kernel namespace to record the kernels' ops with when a tracer is recording rather than running them;
+    None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too) and the
+    dynamo ONNX exporter; NS under torch.compile's dynamo, torch.export, make_fx and torch.fx.symbolic_trace.
+    Not CPU_NS in a caller's graph: inductor inlines each use of a pointwise value again while it generates code,
+    and Dekker's split uses its values twice, so with the static shapes of a first torch.compile call that work
+    grows with the depth of the splits (measured: tanh GELU's f' compiled in 140 s instead of 23 s); the loop's
+    own build (dynamic shapes) took 17-33 s with CPU_NS."""
     if torch.jit.is_tracing() or onnx_exporting():
         return PORTABLE_NS
     if torch.compiler.is_compiling():
-        return NS if torch.compiler.is_exporting() else _namespace(x)
+        return NS
     from torch.fx import _symbolic_trace
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
@@ -313,7 +315,7 @@ class _Compiled:
 
     def __call__(self, x):
         dtype = x.dtype
-        ns = _recording(x)
+        ns = _recording()
         if ns is not None:
             xf = x if dtype == torch.float32 else x.to(torch.float32)
             y = self._run(xf, ns)
@@ -356,7 +358,7 @@ def _traced(k: _Compiled):
     fns, bf16 = k.fns, k.bf16
 
     def run(x):
-        ns = _recording(x) or _namespace(x)  # PORTABLE_NS (no bit casts) for the ONNX exporters
+        ns = _recording() or _namespace(x)  # PORTABLE_NS (no bit casts) for the ONNX exporters
         xf = x if x.dtype == torch.float32 else x.to(torch.float32)
         out = tuple(f(ns, xf) for f in fns)
         return _in_dtype(out if len(out) > 1 else out[0], xf, x.dtype, bf16, ns)
