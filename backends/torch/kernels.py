@@ -14,9 +14,11 @@ BUILD_AFTER_S, never build. Calls whose result is differentiated, and calls unde
 built for (autocast, another thread count), keep the float64 path (_Compiled._loop); calls in inference mode run
 the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
 `bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
-RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller the kernel's ops are
-traced into the caller's graph instead (with gradients, through twin Functions that have no custom jvp and call plain
-functions, which dynamo traces without breaking the graph); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
+RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller (with gradients,
+through twin Functions that have no custom jvp and call plain functions, which dynamo traces without breaking the
+graph) a CPU tensor's kernel call is one opaque op of the caller's graph, gelulab::kernel or gelulab::kernel_pair,
+which runs the eager loop (_opaque); on other devices and under torch.export the kernel's ops are traced into the
+graph (NS); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
 casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the eager
 loop uses CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a
 per-element store/load round trip): the same accuracy contract, other bits on about 0.1-0.5 % of inputs, 2.9x
@@ -174,11 +176,12 @@ def _namespace(x):
 def _recording():
     """The kernel namespace to record the kernels' ops with when a tracer is recording rather than running them;
     None when they run. PORTABLE_NS (no bit casts) under torch.jit.trace (so the legacy ONNX exporter too) and the
-    dynamo ONNX exporter; NS under torch.compile's dynamo, torch.export, make_fx and torch.fx.symbolic_trace.
-    Not CPU_NS in a caller's graph: inductor inlines each use of a pointwise value again while it generates code,
-    and Dekker's split uses its values twice, so with the static shapes of a first torch.compile call that work
-    grows with the depth of the splits (measured: tanh GELU's f' compiled in 140 s instead of 23 s); the loop's
-    own build (dynamic shapes) took 17-33 s with CPU_NS."""
+    dynamo ONNX exporter; NS under torch.compile's dynamo, torch.export, make_fx and torch.fx.symbolic_trace
+    (under torch.compile a CPU tensor's call becomes an opaque op instead: _opaque). Not CPU_NS in a recorded
+    graph: inductor inlines each use of a pointwise value again while it generates code, and Dekker's split uses
+    its values twice, so with the static shapes of a first torch.compile call that work grows with the depth of
+    the splits (measured: tanh GELU's f' compiled in 140 s instead of 23 s); the loop's own build (dynamic
+    shapes) took 17-33 s with CPU_NS."""
     if torch.jit.is_tracing() or onnx_exporting():
         return PORTABLE_NS
     if torch.compiler.is_compiling():
