@@ -163,3 +163,37 @@ def test_both_kernel_namespaces_meet_the_ulp_goals_and_the_cpu_one_needs_uncontr
                 worst[(key, order, type(ns).__name__)] = u.max()
                 assert u.max() <= KERNEL_GOALS[("float32", order)].max_ulp, (key, order, type(ns).__name__, u.max())
     assert len(worst) == 2 * 3 * sum(a.kernel is not None for a in ACTIVATIONS.values())
+
+
+def test_a_compiled_caller_on_a_cpu_gets_one_opaque_op_and_an_export_gets_the_ops(monkeypatch):
+    """Inside torch.compile a CPU tensor's kernel call is one gelulab::kernel op of the caller's graph, computing
+    what the eager loop computes (bit for bit) within 1 ULP of mpmath; torch.export records the kernel's own ops,
+    so its graph holds no gelulab op and runs without gelulab."""
+    monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "off")  # the op's values come from the float64 path: no build here
+    import torch
+    from test_kernels import TINY, X
+
+    from gelulab.core.numerics.metrics import ulp_distance
+    from gelulab.core.parity.reference import reference
+
+    f = get_backend("torch").function("gelu_none", "kernel")
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = torch.from_numpy(X)
+    with torch.no_grad():
+        y = torch.compile(f, backend=record, fullgraph=True, dynamic=False)(x)
+    targets = {n.target for g in graphs for n in g.graph.nodes if n.op == "call_function"}
+    assert torch.ops.gelulab.kernel.default in targets, targets
+    assert torch.equal(y, f(x))
+    ref = reference("gelu_none", X, "float32", 0)
+    normal = np.abs(ref.astype(np.float64)) >= TINY
+    assert ulp_distance(y.numpy(), ref, "float32")[normal].max() <= 1
+    from gelulab.layers.torch import GELU
+
+    ep = torch.export.export(torch.nn.Sequential(GELU()), (x[:64].reshape(8, 8),))
+    names = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert not any("gelulab" in n for n in names) and "aten.__and__.Scalar" in names, names
