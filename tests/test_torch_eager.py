@@ -197,3 +197,36 @@ def test_a_compiled_caller_on_a_cpu_gets_one_opaque_op_and_an_export_gets_the_op
     ep = torch.export.export(torch.nn.Sequential(GELU()), (x[:64].reshape(8, 8),))
     names = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert not any("gelulab" in n for n in names) and "aten.__and__.Scalar" in names, names
+
+
+@pytest.mark.compile
+def test_the_opaque_op_keeps_the_fake_layout_and_transforms_inside_compile_differentiate_the_ops(monkeypatch):
+    """The compiled graph is built for torch.empty_like(x)'s layout: the op returns that layout for an input that
+    is not dense too (the loop's result is contiguous there); torch.func.grad inside torch.compile differentiates
+    the kernel's recorded ops (the op has no autograd rule) and gives f'(x) of mpmath."""
+    monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "wait")
+    import torch
+
+    import gelulab
+    from gelulab.backends.torch import kernels  # noqa: F401 - registers the gelulab:: ops
+    from gelulab.core.parity.reference import reference
+
+    x = torch.linspace(-4.0, 4.0, 48).reshape(6, 8).t()[::2]  # (4, 6), strides (2, 8): not dense
+    for which in (0, 1):
+        y = torch.ops.gelulab.kernel(x, "gelu_none", which)
+        assert y.stride() == torch.empty_like(x).stride()
+    y, d = torch.ops.gelulab.kernel_pair(x, "gelu_none")
+    assert y.stride() == d.stride() == torch.empty_like(x).stride()
+
+    def f(v):
+        return gelulab.gelu(v).t().reshape(-1) * 2.0
+
+    assert torch.equal(torch.compile(f, backend="aot_eager", fullgraph=True)(x), f(x))
+
+    def g(u):
+        return torch.func.grad(lambda v: gelulab.gelu(v).sum())(u)
+
+    z = torch.linspace(-4.0, 4.0, 35).reshape(5, 7)
+    ref = reference("gelu_none", z.numpy().ravel(), "float32", 1).reshape(5, 7)
+    # autodiff of the value's float32 ops, not the f' kernel: not held to its 1 ULP, a few float32 epsilons
+    np.testing.assert_allclose(torch.compile(g, backend="eager")(z).numpy(), ref, rtol=0, atol=4e-7)

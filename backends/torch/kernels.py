@@ -362,8 +362,18 @@ _WHICH = {(0,): 0, (1,): 1, (2,): 2, (0, 1): 3}  # a _Compiled's orders -> its i
 @torch.library.custom_op("gelulab::kernel", mutates_args=())
 def _kernel_op(x: torch.Tensor, key: str, which: int) -> torch.Tensor:
     """The eager loop of kernel `which` (0: f, 1: f', 2: f'') of catalogue entry `key` on x, as one op of a
-    caller's torch.compile graph on a CPU (_opaque): x's dtype and shape out."""
-    return _kernels(key)[which](x)
+    caller's torch.compile graph on a CPU (_opaque): x's dtype and shape out, in the layout of
+    torch.empty_like(x) (the fake implementation's, which the compiled graph is built for)."""
+    return _like(x, _kernels(key)[which](x))
+
+
+def _like(x, y):
+    """y in the memory layout of torch.empty_like(x): y itself where its strides are those, else a copy (inputs
+    that are not dense, whose loop result is contiguous)."""
+    out = torch.empty_like(x)
+    if out.stride() == y.stride():
+        return y
+    return out.copy_(y)
 
 
 @_kernel_op.register_fake
@@ -375,7 +385,7 @@ def _(x, key, which):
 def _kernel_pair_op(x: torch.Tensor, key: str) -> tuple[torch.Tensor, torch.Tensor]:
     """f and f' of catalogue entry `key` on x in one loop (see _kernel_op)."""
     y, d = _kernels(key)[3](x)
-    return y, d
+    return _like(x, y), _like(x, d)
 
 
 @_kernel_pair_op.register_fake
@@ -387,8 +397,11 @@ def _opaque(x) -> bool:
     """Whether a kernel call that torch.compile is tracing into a caller's graph (not an export, whose graph must
     stand alone) runs as one opaque op calling the eager loop (CPU tensors): the loop is built once, by gelulab,
     with Dekker's split (CPU_NS), where tracing its ops into the caller's graph took inductor 45 s instead of
-    1.5 s to compile the BertModel's forward pass, and ran 1.64x the model's own activation instead of 1.19x."""
-    return x.device.type == "cpu" and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+    1.5 s to compile the BertModel's forward pass, and ran 1.64x the model's own activation instead of 1.19x.
+    Not inside torch.func transforms (grad, vmap, jacrev) traced by dynamo: they differentiate or batch the
+    recorded ops, which the op has no rules for."""
+    return (x.device.type == "cpu" and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+            and not torch._C._are_functorch_transforms_active())  # torch.func transforms differentiate the ops
 
 
 def _as_op(key: str, which: int, x):
