@@ -22,7 +22,7 @@ graph (NS); torch.jit.trace and torch.onnx.export (both exporters) record them w
 casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the eager
 loop uses CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a
 per-element store/load round trip): the same accuracy contract, other bits on about 0.1-0.5 % of inputs, 2.9x
-faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 5.5 ms instead of 16.0 ms); a caller's graph keeps
+faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 5.5 ms instead of 16.0 ms); a recorded graph keeps
 NS (_recording).
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
@@ -397,7 +397,8 @@ def _opaque(x) -> bool:
     """Whether a kernel call that torch.compile is tracing into a caller's graph (not an export, whose graph must
     stand alone) runs as one opaque op calling the eager loop (CPU tensors): the loop is built once, by gelulab,
     with Dekker's split (CPU_NS), where tracing its ops into the caller's graph took inductor 45 s instead of
-    1.5 s to compile the BertModel's forward pass, and ran 1.64x the model's own activation instead of 1.19x.
+    1.4 s to compile the BertModel's forward pass (5.1 s with the op), and ran 1.64x the model's own activation
+    (1.21x with the op; one Xeon thread).
     Not inside torch.func transforms (grad, vmap, jacrev) traced by dynamo: they differentiate or batch the
     recorded ops, which the op has no rules for."""
     return (x.device.type == "cpu" and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
