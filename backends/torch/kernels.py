@@ -370,10 +370,9 @@ def _kernel_op(x: torch.Tensor, key: str, which: int) -> torch.Tensor:
 def _like(x, y):
     """y in the memory layout of torch.empty_like(x): y itself where its strides are those, else a copy (inputs
     that are not dense, whose loop result is contiguous)."""
-    out = torch.empty_like(x)
-    if out.stride() == y.stride():
+    if torch.empty_like(x, device="meta").stride() == y.stride():  # the layout alone, nothing allocated
         return y
-    return out.copy_(y)
+    return torch.empty_like(x).copy_(y)
 
 
 @_kernel_op.register_fake
