@@ -293,7 +293,7 @@ def run(args) -> int:
                     res = runner.chunk(_bits_to_float32(idx), "float32")
                     dt = time.perf_counter() - t0
                     _append(f, cid, "float32", c, res, dt)
-                    print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.1f} s "
+                    print(f"  chunk {c + 1}/{n_chunks}: {idx.size} inputs in {dt:.3g} s "
                           f"({idx.size * len(keys) * len(orders) / dt / 1e6:.2f} M input-evaluations/s, all backends)",
                           flush=True)
         except KeyboardInterrupt:
@@ -402,7 +402,8 @@ def report_md(s: dict) -> str:
         "# gelulab verify: float32 kernels against the correctly rounded result", "",
         (f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit {env.get('git_commit') or 'unknown'}; "
         f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}."), "",
-        f"float32 inputs: every {cfg['stride']}th bit pattern" if cfg["stride"] > 1 else "float32 inputs: all 2^32 bit patterns",
+        f"float32 inputs: one bit pattern in {cfg['stride']} (stride {cfg['stride']})" if cfg["stride"] > 1
+        else "float32 inputs: all 2^32 bit patterns",
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
         "bfloat16 and float16: all 65536 bit patterns. Backends: " + ", ".join(cfg["backends"]) +
         f" ({cfg.get('mode', 'eager')} mode).", "",
@@ -428,6 +429,9 @@ def report_md(s: dict) -> str:
     lines += ["", ("max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal (XLA flushes "
               "these to zero in jax and TensorFlow on CPUs, so there it is the result's size in subnormal steps).")]
     lines += ["", "## Inputs where the backends differ in any bit", ""]
+    if len(cfg["backends"]) < 2:
+        lines += [f"One backend ran ({', '.join(cfg['backends'])}): nothing to compare.", ""]
+        return "\n".join(lines) + "\n"
     rows = [[*k.split("|"), v["n"], v["n_differ"], v["n_differ_normal_input"]] for k, v in sorted(s["backends_differ"].items())]
     lines.append(markdown_table(["dtype", "activation", "order", "inputs", "differ", "differ (0 or normal input)"], rows))
     lines += ["", ("Subnormal inputs and results differ by design where XLA flushes them (jax, TensorFlow); the rest "
