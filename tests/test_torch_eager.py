@@ -44,14 +44,21 @@ from gelulab.backends import get_backend
 from gelulab.backends.torch import kernels as TK
 f = get_backend("torch").function("gelu_none", "kernel")
 k0 = TK._kernels("gelu_none")[0]
-x = torch.randn(4, 256)
+x = torch.randn(4, TK.LOOP_MIN_NUMEL // 4)
 """
 
 
 @pytest.mark.compile
 @pytest.mark.subprocess
 def test_the_first_calls_do_not_build_and_a_busy_kernel_builds_in_the_background():
+    """Under the default policy: no build at the first call; calls of at least LOOP_MIN_NUMEL elements start one in
+    a background thread once they have spent BUILD_AFTER_S on the float64 path, and run the loop once it is built;
+    smaller calls neither count towards the build nor run the loop (the float64 path is faster there)."""
     code = _SETUP + """
+small = torch.randn(TK.LOOP_MIN_NUMEL - 1)
+for _ in range(50):
+    f(small)
+assert k0._float64_s == 0.0 and not k0._building, "calls below LOOP_MIN_NUMEL counted towards a build"
 y = f(x)
 assert not k0._building and not k0._ready, "the first call started a build"
 while not k0._building:
@@ -59,9 +66,14 @@ while not k0._building:
 builder = [t for t in threading.enumerate() if t.name == "gelulab-compile-gelu_none"]
 assert builder, "no background build"
 k0._building["cpu"].wait()
-assert k0._ready["cpu"] is not None
-loop = k0._ready["cpu"](x.reshape(-1)).reshape(x.shape)
+built = k0._ready["cpu"]
+assert built is not None
+loop = built(x.reshape(-1)).reshape(x.shape)
+sizes = []
+k0._ready["cpu"] = lambda v: sizes.append(v.numel()) or built(v)
 assert torch.equal(f(x), loop), "a call after the build did not run the compiled loop"
+f(small)
+assert sizes == [x.numel()], sizes
 print("ok")
 """
     r = _child(code, GELULAB_KERNEL_COMPILE="background")
@@ -128,6 +140,31 @@ print("ok")
     r = _child(code, GELULAB_KERNEL_COMPILE="wait", CXX="/nonexistent/g++", CC="/nonexistent/gcc",
                TORCHINDUCTOR_CACHE_DIR=os.path.join(os.environ.get("TMPDIR", "/tmp"), "gelulab-no-cxx-cache"))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_an_eager_call_while_any_thread_compiles_runs_eagerly(monkeypatch):
+    """torch.compiler.is_compiling() reads a process-wide flag that is True while any thread compiles: a kernel's
+    background build, or a model compiled in another thread. Eager calls made meanwhile are not traced calls: value,
+    gradient and forward-mode derivative within 1 ULP of mpmath (the flag set here stands for the other thread)."""
+    monkeypatch.setenv("GELULAB_KERNEL_COMPILE", "off")
+    import torch
+    from test_kernels import TINY, X
+
+    from gelulab.core.numerics.metrics import ulp_distance
+    from gelulab.core.parity.reference import reference
+
+    f = get_backend("torch").function("gelu_none", "kernel")
+    x = torch.from_numpy(X)
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
+    y = f(x)
+    xg = x.clone().requires_grad_()
+    (d,) = torch.autograd.grad(f(xg).sum(), xg)
+    _, t = torch.func.jvp(f, (x,), (torch.ones_like(x),))
+    monkeypatch.undo()
+    for order, got in ((0, y), (1, d), (1, t)):
+        ref = reference("gelu_none", X, "float32", order)
+        normal = (ref == 0) | (np.abs(ref.astype(np.float64)) >= TINY)
+        assert ulp_distance(got.detach().numpy(), ref, "float32")[normal].max() <= 1, order
 
 
 def test_both_kernel_namespaces_meet_the_ulp_goals_and_the_cpu_one_needs_uncontracted_products(monkeypatch):

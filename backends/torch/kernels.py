@@ -8,7 +8,8 @@ which dynamo specialises, and calls inside torch.func transforms take the float6
 seconds to a minute, so it never stalls the caller: by default (GELULAB_KERNEL_COMPILE=background) calls compute
 through gelulab's float64 formula and closed-form derivatives (core.numerics.formulas; the same accuracy contract, slower
 per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way its loop is built in a background
-thread; calls switch to it when it is built. The build thread is not a daemon (one cut short at exit aborts the
+thread; calls switch to it when it is built. Calls below LOOP_MIN_NUMEL elements keep the float64 path under this
+policy (faster there than a call of the loop) and never start a build. The build thread is not a daemon (one cut short at exit aborts the
 process); a build still running when the program ends stops there, silently. Short scripts, which never reach
 BUILD_AFTER_S, never build. Calls whose result is differentiated, and calls under global state the loop was not
 built for (autocast, another thread count), keep the float64 path (_Compiled._loop); calls in inference mode run
@@ -17,7 +18,8 @@ the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (t
 RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller (with gradients,
 through twin Functions that have no custom jvp and call plain functions, which dynamo traces without breaking the
 graph) a CPU tensor's kernel call is one opaque op of the caller's graph, gelulab::kernel or gelulab::kernel_pair,
-which runs the eager loop (_opaque); on other devices and under torch.export the kernel's ops are traced into the
+which runs the eager loop (_opaque); whether a call is traced is asked of this thread (_tracing), not of torch's
+process-wide compiling flag, which a build in another thread sets; on other devices and under torch.export the kernel's ops are traced into the
 graph (NS); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
 casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the eager
 loop uses CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a
@@ -35,11 +37,13 @@ import math
 import struct
 import threading
 import time
+import types
 import warnings
 from functools import cache
 
 import torch
 import torch.autograd.forward_ad as fwAD
+from torch._guards import TracingContext
 from torch._inductor import config as _inductor_config
 
 from gelulab.backends.torch import activations as _xp
@@ -50,6 +54,12 @@ from gelulab.core.plumbing import config
 
 NAME = "torch"
 BUILD_AFTER_S = 0.5  # background builds start once a kernel's float64 calls have taken this long
+# Under the default policy (background), calls with fewer elements than this take the float64 path even once the
+# loop is built, and do not count towards BUILD_AFTER_S: a call of the compiled loop costs about 0.11 ms before
+# its first element (dynamo's guards, its float arguments, inductor's wrapper), the float64 path 0.025 ms. Measured,
+# exact GELU, one Xeon thread, median per call: 1024 floats 0.116 ms by the loop, 0.031 ms by the float64 path;
+# 16384: 0.19 and 0.13 ms; 65536: 0.33 and 0.49 ms (torch.nn.GELU: 0.009, 0.013, 0.028 ms).
+LOOP_MIN_NUMEL = 16384
 _build_failed = []  # the first failure of an inductor build, warned about once per process
 
 
@@ -164,6 +174,21 @@ def _uncontracted() -> bool:
     return _inductor_config.cpp.enable_floating_point_contract_flag == "off"
 
 
+@torch.compiler.assume_constant_result
+def _this_thread_traces() -> bool:
+    """Whether this thread holds a tracing context of dynamo or torch.export (thread-local); read by dynamo once,
+    at trace time, as a constant."""
+    return TracingContext.try_get() is not None
+
+
+def _tracing() -> bool:
+    """Whether torch.compile's dynamo or torch.export is tracing this call. torch.compiler.is_compiling() alone reads
+    a process-wide flag that stays True while any thread compiles, a kernel's background build included: an eager
+    call made meanwhile would take itself for traced (and, on a CPU, call its own opaque op again without end), so
+    the flag counts only where this thread traces."""
+    return torch.compiler.is_compiling() and _this_thread_traces()
+
+
 def _namespace(x):
     """The kernel namespace to compute x with where the kernels run rather than being recorded: CPU_NS for CPU
     tensors while inductor's C++ does not contract products into FMAs (its default), NS otherwise (GPUs: Triton
@@ -184,7 +209,7 @@ def _recording():
     shapes) took 17-33 s with CPU_NS."""
     if torch.jit.is_tracing() or onnx_exporting():
         return PORTABLE_NS
-    if torch.compiler.is_compiling():
+    if _tracing():
         return NS
     from torch.fx import _symbolic_trace
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
@@ -204,15 +229,23 @@ def onnx_exporting() -> bool:
     if _flags._is_onnx_exporting:
         return True
     # the legacy exporter records with torch.jit.trace, never under dynamo (which refuses to trace its flag)
-    return not torch.compiler.is_compiling() and bool(GLOBALS.in_onnx_export)
+    return not _tracing() and bool(GLOBALS.in_onnx_export)
 
 
 def _recompile_room():
-    """dynamo's recompile limits raised for the duration of one kernel call only (every kernel shares the code of
-    _Compiled._run, so its compiled variants count against one limit); the host's settings are left as they are."""
+    """dynamo's recompile limits raised for the duration of one build (or, in tests, one call of a built loop: the
+    traced functions of the Functions share code objects); the host's settings are left as they are."""
     cfg = torch._dynamo.config
     return cfg.patch(recompile_limit=max(cfg.recompile_limit, 4096),
                      accumulated_recompile_limit=max(cfg.accumulated_recompile_limit, 16384))
+
+
+def _own_code(fn, name: str):
+    """A copy of the function fn with a code object of its own, named `name`. dynamo keeps compiled variants, and
+    counts them against its recompile limit, per code object: with one copy per kernel, each loop's variants are
+    its own, and a call's guard check never walks another kernel's entries."""
+    code = fn.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
 def _dense(t) -> bool:
@@ -263,7 +296,8 @@ class _Compiled:
 
     def _build(self, device: torch.device, done: threading.Event) -> None:
         self._built_state = _state()
-        compiled = torch.compile(self._run, fullgraph=True, dynamic=True)
+        run = types.MethodType(_own_code(_Compiled._run, f"_run_{self.key}_{''.join(map(str, self.orders))}"), self)
+        compiled = torch.compile(run, fullgraph=True, dynamic=True)
         try:
             with torch.no_grad(), _recompile_room():
                 compiled(torch.linspace(-4.0, 4.0, 64, device=device))
@@ -285,13 +319,16 @@ class _Compiled:
 
     def _loop(self, x):
         """The compiled loop for x's device; None (the float64 path serves the call) while it is being built, where
-        it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1, inside a torch.func transform
+        it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1 (and, under the default policy,
+        below LOOP_MIN_NUMEL elements, where the float64 path is faster), inside a torch.func transform
         (vmap, grad, hessian), for a call whose result is differentiated (x requires grad with grad mode on, or
         carries a forward-mode tangent: autograd differentiates the float64 ops) and under global state the loop
         was not built for (autocast, another default dtype or thread count), where calling it would recompile in
         the caller. Inference mode is left for the loop's call (__call__)."""
         policy = config.kernel_compile()
         if policy == "off" or x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
+            return None
+        if policy == "background" and x.numel() < LOOP_MIN_NUMEL:
             return None
         if x.requires_grad and torch.is_grad_enabled():
             return None
@@ -329,13 +366,14 @@ class _Compiled:
             if loop is None:
                 t0 = time.perf_counter()
                 y = self._float64(x)
-                self._float64_s += time.perf_counter() - t0
+                if x.numel() >= LOOP_MIN_NUMEL:  # a call the loop would serve once built
+                    self._float64_s += time.perf_counter() - t0
                 return y
             xf = x.detach() if dtype == torch.float32 else x.detach().to(torch.float32)
             dense = _dense(xf)  # its memory is its elements in some order: the result keeps the layout
             flat = xf.as_strided((xf.numel(),), (1,), xf.storage_offset()) if dense else xf.reshape(-1)
             try:  # the loop runs outside inference mode, on a normal tensor: the state it was built for
-                with torch.inference_mode(False), torch.no_grad(), _recompile_room():
+                with torch.inference_mode(False), torch.no_grad():
                     y = loop(flat.clone() if flat.is_inference() else flat)
             except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays built for the next ones
                 return self._float64(x)
@@ -400,7 +438,7 @@ def _opaque(x) -> bool:
     (1.21x with the op; one Xeon thread).
     Not inside torch.func transforms (grad, vmap, jacrev) traced by dynamo: they differentiate or batch the
     recorded ops, which the op has no rules for."""
-    return (x.device.type == "cpu" and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+    return (x.device.type == "cpu" and _tracing() and not torch.compiler.is_exporting()
             and not torch._C._are_functorch_transforms_active())  # torch.func transforms differentiate the ops
 
 
@@ -513,7 +551,7 @@ def _build(key: str):
 
     def f(x):  # torch.jit.trace records the value's ops alone (its IR cannot hold an autograd.Function)
         if torch.is_grad_enabled() and x.requires_grad and not torch.jit.is_tracing():
-            return (traced if torch.compiler.is_compiling() else eager).apply(x)[0]
+            return (traced if _tracing() else eager).apply(x)[0]
         return k0(x)
 
     f.__name__ = f"{key}_kernel"

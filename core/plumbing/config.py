@@ -10,7 +10,8 @@ GELULAB_THREADS  threads per framework (intra-op), default 1, at most max_thread
                  MemoryError).
 GELULAB_KERNEL_COMPILE  how eager calls of a compiled float32 kernel get their compiled loop (torch):
                  "background" (default: the float64 formula serves calls until the loop, built in a background
-                 thread once the float64 calls have cost half a second, is ready), "wait" (built in the calling
+                 thread once the float64 calls have cost half a second, is ready, and serves calls of fewer than
+                 16384 elements throughout, where it is faster), "wait" (built in the calling
                  thread on the first call: what `gelulab` commands and the test suite measure) or "off" (never).
 GELULAB_REFERENCE_CACHE  a folder where the parity engine keeps the correctly rounded mpmath references between
                  runs (core.parity.reference_store; unset: computed in every process, about 17 s for all of them).
