@@ -1,17 +1,24 @@
 """gelulab's activations on the caller's own arrays: a torch.Tensor, a jax.Array (tracers included), a TensorFlow
 tensor or variable, a numpy array, or the array of any other backend of gelulab.backends in, the same kind out.
 
+By default (impl=None) every call is the framework's own op for the variant, at no cost: torch.nn.functional.gelu
+(approximate=...), jax.nn.gelu, tf.nn.gelu, ...; the sigmoid form, which no framework has, is the expression users
+write there, x * sigmoid(1.702 x) (as transformers' QuickGELUActivation). What gelulab adds is one `approximate=`
+string that means the same variant in every framework. gelulab's float32 kernel, within 1 ULP of the correctly
+rounded value, is one word away, `impl="kernel"`, at a cost: on a CPU about 8-9x the framework's op per call, and
+for torch eager calls a loop built once per machine (`gelulab warmup`; see backends/torch/kernels.py for the
+figures). `impl="formula"` is gelulab's correctly rounded formula, computed in the wider dtype.
+
 The framework is chosen from the array's type, as einops does (einops/_backends.py): each backend package of the
 registry recognises its own arrays (`array_dtype`, core.contracts.contract.Package), asking only a framework already in
 `sys.modules`, so gelulab never imports a framework the caller has not imported, and nothing here changes a
-framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): gelulab's
-float32 kernel (core.numerics.kernels, `impl="kernel"`, the default where the backend has kernels: float32 arithmetic alone,
-within 1 ULP, with its own derivatives) and its correctly rounded formula (core.numerics.formulas, `impl="formula"`, computed
-in the wider dtype) run over that module as their array namespace, and `impl="builtin"` calls the framework's own
-function (`builtin(activation)`). All are written in the framework's own ops, so the result is differentiable and
-compilable there: torch.compile and autograd, jax.jit / grad / vmap, tf.function(jit_compile=True) and GradientTape.
+framework setting. The work is done by the backend modules (`gelulab.backends.<name>.activations`): the kernel
+(core.numerics.kernels) and the formula (core.numerics.formulas) run over that module as their array namespace, and
+`impl="builtin"` calls the framework's own function (`builtin(activation)`). All are written in the framework's own
+ops, so the result is differentiable and compilable there: torch.compile and autograd, jax.jit / grad / vmap,
+tf.function(jit_compile=True) and GradientTape.
 
-    gelulab.gelu(x, approximate="none", impl=None)  # impl None: the kernel where the backend and entry have one
+    gelulab.gelu(x, approximate="none", impl=None)  # impl None: the framework's own op
     gelulab.relu(x, impl=None)
     gelulab.silu(x, impl=None)
     gelulab.apply(key, x, impl=None)        # any catalogue entry (core.activations.ACTIVATIONS)
@@ -78,11 +85,12 @@ def apply(key: str, x, impl: str | None = None):
     shape (a tf.Variable gives a tf.Tensor).
 
     key: a catalogue key (core.activations.ACTIVATIONS: "relu", "gelu_none", "gelu_tanh", "gelu_sigmoid", ...);
-    impl: "kernel" (gelulab's float32 kernel, core.numerics.kernels, within 1 ULP; float64 takes the formula), "formula"
-    (gelulab's formula, core.numerics.formulas, computed in the wider dtype and rounded once) or "builtin" (the framework's
-    own function); None (the default) is "kernel" where the backend has kernels (its record's `kernels`) and the
-    entry one, "formula" elsewhere (core.contracts.interface.default_impl). Raises ValueError for an unknown key or impl, or a framework without a builtin
-    (or kernel) for `key`; TypeError for an array type or dtype that is not accepted (see framework_of).
+    impl: None (the default) is "builtin", the framework's own function, where the entry has one on that framework,
+    "formula" elsewhere (core.contracts.interface.default_impl); "kernel" (opt-in: gelulab's float32 kernel,
+    core.numerics.kernels, within 1 ULP, about 8-9x the builtin per call on a CPU; float64 takes the formula);
+    "formula" (gelulab's formula, core.numerics.formulas, computed in the wider dtype and rounded once).
+    Raises ValueError for an unknown key or impl, or a framework without a builtin (or kernel) for `key` when that
+    impl is named; TypeError for an array type or dtype that is not accepted (see framework_of).
     """
     return _apply(key, x, impl, f"gelulab.apply({key!r}, x)")
 
@@ -118,8 +126,10 @@ def gelu(x, approximate: str = "none", impl: str | None = None):
 
     approximate: "none" (exact x Phi(x) = x/2 erfc(-x/sqrt 2), Hendrycks & Gimpel 2016 eq. 1), "tanh"
     (x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), sec. 2) or "sigmoid" (x sigmoid(1.702 x), sec. 2), an explicit
-    string: a bool or None raises ValueError, because frameworks read them differently. impl: as in apply (None:
-    the kernel where there is one), "kernel", "formula" or "builtin" (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed explicitly).
+    string: a bool or None raises ValueError, because frameworks read them differently. impl: None (default) or
+    "builtin": the framework's own op (torch.nn.functional.gelu, jax.nn.gelu, tf.nn.gelu with the mode passed
+    explicitly; x * sigmoid(1.702 x) for the sigmoid form), no cost over calling it yourself; "kernel": gelulab's
+    float32 kernel within 1 ULP (opt-in, about 8-9x the builtin per call on a CPU); "formula": as in apply.
     Raises TypeError for integer, bool or complex dtypes and for types other than the backends' arrays.
     """
     return _apply(activation_key("gelu", approximate), x, impl, f"gelulab.gelu(x, approximate={approximate!r})")
@@ -127,12 +137,12 @@ def gelu(x, approximate: str = "none", impl: str | None = None):
 
 def relu(x, impl: str | None = None):
     """ReLU(x) = max(x, 0) of a native array, the same kind, dtype and shape out (ReLU(NaN) = NaN, ReLU(-0) = +0).
-    impl: None (the kernel where there is one, see apply), "kernel", "formula" or "builtin" (F.relu, jax.nn.relu, tf.nn.relu). Raises as gelu."""
+    impl: None (default) or "builtin" (F.relu, jax.nn.relu, tf.nn.relu), "kernel" or "formula" (see apply).
+    Raises as gelu."""
     return _apply("relu", x, impl, "gelulab.relu(x)")
 
 
 def silu(x, impl: str | None = None):
     """SiLU(x) = x sigmoid(x) (Elfwing et al. 2018, arXiv:1702.03118) of a native array, the same kind out.
-    impl: None (the kernel where there is one, see apply), "kernel", "formula" or "builtin" (F.silu, jax.nn.silu,
-    tf.nn.silu). Raises ValueError when the catalogue has no "silu" entry, otherwise as gelu."""
+    impl: None (default) or "builtin" (F.silu, jax.nn.silu, tf.nn.silu), "kernel" or "formula" (see apply). Raises ValueError when the catalogue has no "silu" entry, otherwise as gelu."""
     return _apply("silu", x, impl, "gelulab.silu(x)")

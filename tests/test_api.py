@@ -124,11 +124,14 @@ def api_path(monkeypatch):
 
 
 @pytest.mark.usefixtures("api_path")
+@pytest.mark.parametrize("impl", ["kernel", "formula"])
 @pytest.mark.parametrize("key", KEYS)
-def test_same_kind_dtype_shape_and_reference_values(backend_name, key):
+def test_same_kind_dtype_shape_and_reference_values(backend_name, key, impl):
+    if impl not in get_backend(backend_name).impls(key):
+        pytest.skip(f"{backend_name} has no {impl} for {key}")
     for dtype in dtypes(backend_name):
         a = X.astype(dtype).reshape(3, 43)
-        y = gelulab.apply(key, native(backend_name, a))
+        y = gelulab.apply(key, native(backend_name, a), impl)
         assert isinstance(y, kind(backend_name))
         out = to_numpy(y)
         assert out.dtype == np.dtype(dtype) and out.shape == (3, 43)
@@ -144,21 +147,42 @@ def test_builtin_impl_is_the_framework_function(backend_name, key):
     np.testing.assert_array_equal(to_numpy(gelulab.apply(key, x, impl="builtin")), to_numpy(fn(x)))
 
 
+@pytest.mark.parametrize("key", KEYS)
+def test_the_default_is_the_framework_function(backend_name, key):
+    """With no impl named, gelulab.apply / gelu / relu / silu / activation compute the framework's own function
+    for the variant (written out in `builtin` above, from each framework's documentation), bit for bit; a backend
+    with no builtin for the entry computes gelulab's formula."""
+    x = native(backend_name, X.astype(np.float32))
+    fn = builtin(backend_name, key)
+    want = to_numpy(fn(x)) if fn is not None else to_numpy(gelulab.apply(key, x, impl="formula"))
+    if fn is None and get_backend(backend_name).has_builtin(key):
+        pytest.skip(f"{backend_name}'s builtin for {key} is not written in this test")
+    np.testing.assert_array_equal(to_numpy(gelulab.apply(key, x)), want)
+    np.testing.assert_array_equal(to_numpy(gelulab.activation(key)(x)), want)
+    act = get_activation(key)
+    named = {"relu": gelulab.relu, "silu": gelulab.silu}.get(key)
+    if act.op == "gelu":
+        np.testing.assert_array_equal(to_numpy(gelulab.gelu(x, approximate=act.mode)), want)
+    elif named is not None:
+        np.testing.assert_array_equal(to_numpy(named(x)), want)
+
+
 @pytest.mark.usefixtures("api_path")
 def test_named_functions_match_apply(backend_name):
     x = native(backend_name, X.astype(np.float32))
     for mode in ("none", "tanh", "sigmoid"):
-        np.testing.assert_array_equal(to_numpy(gelulab.gelu(x, approximate=mode)),
-                                      to_numpy(gelulab.apply(f"gelu_{mode}", x)))
+        for impl in (None, "formula"):
+            np.testing.assert_array_equal(to_numpy(gelulab.gelu(x, approximate=mode, impl=impl)),
+                                          to_numpy(gelulab.apply(f"gelu_{mode}", x, impl)))
     close(to_numpy(gelulab.relu(x)), "relu", X.astype(np.float32), "float32")
-    close(to_numpy(gelulab.activation("gelu_tanh")(x)), "gelu_tanh", X.astype(np.float32), "float32")
+    close(to_numpy(gelulab.activation("gelu_tanh", "formula")(x)), "gelu_tanh", X.astype(np.float32), "float32")
 
 
 @pytest.mark.usefixtures("api_path")
 def test_silu_follows_the_catalogue(backend_name):
     x = native(backend_name, X.astype(np.float32))
     if "silu" in ACTIVATIONS:
-        close(to_numpy(gelulab.silu(x)), "silu", X.astype(np.float32), "float32")
+        close(to_numpy(gelulab.silu(x, impl="formula")), "silu", X.astype(np.float32), "float32")
     else:
         with pytest.raises(ValueError, match="silu"):
             gelulab.silu(x)
@@ -167,12 +191,16 @@ def test_silu_follows_the_catalogue(backend_name):
 def test_tf_variable_gives_a_tensor():
     tf = requires("tensorflow")
     v = tf.Variable(X.astype(np.float32))
-    y = gelulab.gelu(v, approximate="tanh")
-    assert isinstance(y, tf.Tensor) and not isinstance(y, tf.Variable)
+    for impl in (None, "kernel"):
+        y = gelulab.gelu(v, approximate="tanh", impl=impl)
+        assert isinstance(y, tf.Tensor) and not isinstance(y, tf.Variable)
     close(y.numpy(), "gelu_tanh", X.astype(np.float32), "float32")
 
 
 # --- autodiff and compilers -------------------------------------------------------------------------------------
+# gelulab's own values (the opt-in kernel, within 1 ULP) through each framework's autodiff and compiler, against
+# mpmath; the default is the framework's function itself (test_the_default_is_the_framework_function).
+KERNEL = "kernel"
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -182,18 +210,18 @@ def test_gradient_through_the_framework(backend_name, key):
         import torch
 
         x = torch.from_numpy(x32.copy()).requires_grad_(True)
-        gelulab.apply(key, x).sum().backward()
+        gelulab.apply(key, x, "kernel").sum().backward()
         grad = x.grad.numpy()
     elif backend_name == "jax":
         import jax
 
-        grad = np.asarray(jax.vmap(jax.grad(lambda t: gelulab.apply(key, t)))(x32))  # tracers under vmap and grad
+        grad = np.asarray(jax.vmap(jax.grad(lambda t: gelulab.apply(key, t, KERNEL)))(x32))  # tracers under vmap and grad
     elif backend_name == "tensorflow":
         import tensorflow as tf
 
         v = tf.Variable(x32)
         with tf.GradientTape() as tape:
-            y = gelulab.apply(key, v)
+            y = gelulab.apply(key, v, KERNEL)
         grad = tape.gradient(y, v).numpy()
     else:
         assert not capabilities(backend_name).autodiff, f"{backend_name} has autodiff: write its gradient here"
@@ -206,9 +234,9 @@ def test_gradient_through_the_framework(backend_name, key):
 def test_jax_jit(key):
     jax = requires("jax")
     x = X.astype(np.float32)
-    f = jax.jit(lambda t: gelulab.apply(key, t))
+    f = jax.jit(lambda t: gelulab.apply(key, t, KERNEL))
     close(np.asarray(f(x)), key, x, "float32")
-    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(gelulab.apply(key, jax.numpy.asarray(x))))
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(gelulab.apply(key, jax.numpy.asarray(x), KERNEL)))
 
 
 @pytest.mark.compile
@@ -217,7 +245,7 @@ def test_jax_jit(key):
 def test_torch_compile_fullgraph(key):
     torch = requires("torch")
     x = torch.from_numpy(X.astype(np.float32))
-    f = torch.compile(lambda t: gelulab.apply(key, t), fullgraph=True, dynamic=False)
+    f = torch.compile(lambda t: gelulab.apply(key, t, KERNEL), fullgraph=True, dynamic=False)
     close(f(x).numpy(), key, X.astype(np.float32), "float32")
 
 
@@ -227,7 +255,7 @@ def test_torch_compile_fullgraph(key):
 def test_tf_function_jit_compile(key):
     tf = requires("tensorflow")
     x = tf.constant(X.astype(np.float32))
-    f = tf.function(lambda t: gelulab.apply(key, t), jit_compile=True)
+    f = tf.function(lambda t: gelulab.apply(key, t, KERNEL), jit_compile=True)
     close(f(x).numpy(), key, X.astype(np.float32), "float32")
 
 
@@ -298,9 +326,10 @@ def test_no_framework_is_imported_that_the_caller_did_not_import():
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_default_is_the_float32_kernel(key):
-    """The default implementation computes float32 in float32 alone (no float64 value in the traced program), as
-    impl="kernel" does, where impl="formula" widens to float64; an entry without a kernel defaults to its formula."""
+def test_the_kernel_computes_float32_alone(key):
+    """impl="kernel" computes float32 in float32 alone (no float64 value in the traced program), where
+    impl="formula" widens to float64, and the default (the framework's op, jax.nn) has none either; an entry
+    without a kernel refuses impl="kernel"."""
     jax = requires("jax")
     x = X.astype(np.float32)
 
@@ -309,13 +338,12 @@ def test_default_is_the_float32_kernel(key):
         return "f64" in str(jax.make_jaxpr(fn)(x))
 
     assert has_f64("formula") or key == "relu"
+    assert not has_f64()
     if get_activation(key).kernel is None:
-        assert has_f64() == has_f64("formula")
         with pytest.raises(ValueError, match="kernel"):
             gelulab.apply(key, jax.numpy.asarray(x), "kernel")
         return
     assert not has_f64("kernel")
-    assert not has_f64()
     close(np.asarray(gelulab.apply(key, jax.numpy.asarray(x), "kernel")), key, x, "float32")
 
 
@@ -323,9 +351,9 @@ XD = X[np.abs(X) > 1e-3].astype(np.float32)  # ReLU's derivatives are not define
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_jax_forward_and_reverse_mode_of_the_default(key):
+def test_jax_forward_and_reverse_mode_of_the_kernel(key):
     jax = requires("jax")
-    f = lambda t: gelulab.apply(key, t)
+    f = lambda t: gelulab.apply(key, t, "kernel")
     close(jax.jvp(f, (XD,), (np.ones_like(XD),))[1], key, XD, "float32", order=1)
     close(np.diag(jax.jacfwd(f)(XD[:16])), key, XD[:16], "float32", order=1)
     close(np.diag(jax.hessian(lambda t: f(t).sum())(XD[:16])), key, XD[:16], "float32", order=2)
@@ -333,10 +361,10 @@ def test_jax_forward_and_reverse_mode_of_the_default(key):
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_torch_func_transforms_of_the_default(key):
+def test_torch_func_transforms_of_the_kernel(key):
     torch = requires("torch")
     x = torch.from_numpy(XD)
-    f = lambda t: gelulab.apply(key, t)
+    f = lambda t: gelulab.apply(key, t, "kernel")
     close(torch.diag(torch.func.jacrev(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
     close(torch.diag(torch.func.jacfwd(f)(x[:16])).numpy(), key, XD[:16], "float32", order=1)
     close(torch.diag(torch.func.hessian(lambda t: f(t).sum())(x[:16])).numpy(), key, XD[:16], "float32", order=2)
@@ -353,7 +381,7 @@ def test_torch_jit_trace_and_export_of_a_kernel_give_the_same_outputs():
     from gelulab.core.numerics.metrics import ulp_distance
     from gelulab.layers.torch import GELU
 
-    model = torch.nn.Sequential(torch.nn.Linear(3, 3), GELU())
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), GELU(impl="kernel"))
     z = torch.from_numpy(XD.reshape(-1, 1).repeat(3, axis=1))
     with torch.no_grad():
         h = model[0](z).numpy()

@@ -217,3 +217,72 @@ print(json.dumps(s))
         assert s["tf"] == [1, 1, False]
         assert sum("TensorFlow's runtime has already started" in m for m in s["tf_late"]) == 1, s["tf_late"]
         assert s["tf_threads"]["intra_op"] == 1 and s["tf_threads"]["applied"] is False
+
+
+# One script per framework: its default layers, gelulab.gelu and swap on a model, forward and backward on an
+# activation of 65536 floats (above any size at which a kernel would build a loop); then what the process left.
+DEFAULT_PATH = {
+    "torch": r'''
+import torch, gelulab
+from gelulab.layers.torch import GELU, ReLU, SiLU
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), GELU(), torch.nn.Linear(256, 256), GELU("tanh"),
+                            torch.nn.Linear(256, 256), ReLU(), SiLU(), torch.nn.Linear(256, 1))
+x = torch.randn(256, 64)
+for _ in range(3):
+    model(x).sum().backward()
+big = torch.randn(1 << 20)
+for _ in range(100):  # seconds of calls: a kernel policy that builds after a while would have started by now
+    for mode in ("none", "tanh", "sigmoid"):
+        gelulab.gelu(big, approximate=mode)
+gelulab.silu(torch.randn(65536)); gelulab.relu(torch.randn(65536))
+hf = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 1))
+assert len(gelulab.swap(hf, to="gelu_tanh")) == 1
+hf(x).sum().backward()
+''',
+    "tensorflow": r'''
+import keras, numpy as np, gelulab
+from gelulab.layers.keras import GELU
+model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), GELU(), keras.layers.Dense(256, activation="gelu"),
+                          keras.layers.Dense(1)])
+assert len(gelulab.swap(model, to="gelu_tanh")) == 1
+model.compile(optimizer="adam", loss="mse")
+model.fit(np.random.rand(256, 64), np.random.rand(256, 1), epochs=1, verbose=0)
+gelulab.gelu(keras.ops.convert_to_tensor(np.random.rand(65536).astype("float32")))
+''',
+    "jax": r'''
+import jax, jax.numpy as jnp, flax.linen as nn, gelulab
+from gelulab.layers.flax import GELU
+model = nn.Sequential([nn.Dense(256), GELU(), nn.Dense(1)])
+params = model.init(jax.random.PRNGKey(0), jnp.ones((256, 64)))
+jax.grad(lambda p: model.apply(p, jnp.ones((256, 64))).sum())(params)
+gelulab.gelu(jnp.linspace(-3, 3, 65536), approximate="tanh")
+''',
+}
+TAIL = r'''
+import json, os, sys, threading
+cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+written = [os.path.join(d, f) for root in (cache, os.path.join(os.environ["XDG_CACHE_HOME"], "gelulab"))
+           for d, _, fs in os.walk(root) for f in fs]
+print(json.dumps({"threads": [t.name for t in threading.enumerate()], "written": written,
+                  "compiled": sorted(m for m in sys.modules if m.startswith("torch._inductor.codegen"))}))
+'''
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("name", list(DEFAULT_PATH))
+def test_the_default_path_starts_no_thread_and_compiles_nothing(name, tmp_path):
+    """A process that imports gelulab and uses its defaults (layers, gelulab.gelu, swap; the framework's own op)
+    ends with its main thread alone and wrote nothing into the inductor cache or gelulab's caches (both pointed at
+    empty folders; Keras' own import writes matplotlib's font list beside them); under torch, inductor's code
+    generators were never imported."""
+    if name not in FRAMEWORKS:
+        pytest.skip(f"{name} not selected")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("GELULAB_KERNEL_COMPILE", None)  # the user's default policy
+    proc = subprocess.run([sys.executable, "-c", DEFAULT_PATH[name] + TAIL], env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["threads"] == ["MainThread"], out["threads"]
+    assert out["written"] == [], out["written"]
+    assert out["compiled"] == [], out["compiled"]

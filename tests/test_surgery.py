@@ -12,7 +12,7 @@ import readme_blocks
 from conftest import requires
 
 from gelulab import swap
-from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL
+from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.parity.reference import reference
 
 # transformers hidden_act -> (the class ACT2CLS builds, the catalogue variant of its stated formula)
@@ -55,9 +55,13 @@ def test_transformers_bert_every_hidden_act(hidden_act):
     records = swap(model, to="gelu_tanh")
     assert [r.path for r in records] == [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in range(3)]
     assert {(r.was, r.was_class.rsplit(".", 1)[1], r.now) for r in records} == {(variant, cls, "gelu_tanh")}
-    act = model.encoder.layer[0].intermediate.intermediate_act_fn
-    np.testing.assert_allclose(act(torch.from_numpy(GRID)).numpy(), reference("gelu_tanh", GRID, "float32"),
-                               rtol=1e-6, atol=0)
+    act = model.encoder.layer[0].intermediate.intermediate_act_fn  # the default: torch's own tanh GELU
+    x = torch.from_numpy(GRID)
+    np.testing.assert_array_equal(act(x).numpy(), torch.nn.functional.gelu(x, approximate="tanh").numpy())
+    kernel = tiny_bert(hidden_act)
+    swap(kernel, to="gelu_tanh", impl="kernel")  # opt-in: within 1 ULP of the correctly rounded value
+    act = kernel.encoder.layer[0].intermediate.intermediate_act_fn
+    np.testing.assert_allclose(act(x).numpy(), reference("gelu_tanh", GRID, "float32"), rtol=1.2e-7, atol=0)
     if variant in ACTIVATIONS:  # to=None keeps each variant: the model computes what it did
         model = tiny_bert(hidden_act)
         kept = swap(model, impl="formula")
@@ -83,7 +87,7 @@ def test_torch_tree_mapping_only_and_records():
     assert [(r.path, r.was, r.now) for r in records] == [("1", "relu", "gelu_sigmoid"),
                                                          ("2.1", "gelu_tanh", "gelu_none")]
     assert records[1].was_class == "torch.nn.modules.activation.GELU"
-    assert records[1].now_class == f"gelulab.layers.torch.GELU(approximate='none', impl={DEFAULT_IMPL!r})"
+    assert records[1].now_class == "gelulab.layers.torch.GELU(approximate='none', impl='builtin')"
     assert isinstance(model[1], GELU) and model[1].approximate == "sigmoid"
     assert type(model[3]) is torch.nn.GELU and type(model[4]) is torch.nn.Tanh  # not selected / not an activation
     again = swap(model, to="relu", impl="builtin")  # gelulab's own layers are recognised too
@@ -99,8 +103,11 @@ def test_bad_target_changes_nothing():
     with pytest.raises(ValueError, match="impl="):
         swap(model, to="relu", impl="fast")
     assert [type(m) for m in model] == [torch.nn.GELU, torch.nn.ReLU]
+    with pytest.raises(ValueError, match=r"name what to change: to=.*or impl="):
+        swap(model)  # neither a variant nor an impl: nothing would change
+    assert [type(m) for m in model] == [torch.nn.GELU, torch.nn.ReLU]
     with pytest.raises(TypeError, match="expected a torch.nn.Module or a keras"):
-        swap(object())
+        swap(object(), impl="kernel")
 
 
 def test_keras_model_activations_and_save_load(tmp_path):

@@ -15,10 +15,15 @@ import mpmath
 from gelulab.core.numerics import kernels
 
 IMPLS = ("formula", "builtin", "kernel")
-# gelulab's implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
-# "kernel", float32 arithmetic alone, within 1 ULP (core.numerics.kernels; float64 inputs take the formula). "formula" is the
-# float64-widened, correctly rounded path (core.numerics.formulas), the parity suite's second oracle.
-DEFAULT_IMPL = "kernel"
+# The implementation where none is named (Backend.relu/gelu/function, gelulab.gelu/apply, the layers, swap()):
+# "builtin", the framework's own op for the variant (torch.nn.functional.gelu(approximate=...), jax.nn.gelu,
+# tf.nn.gelu, ...; for the sigmoid form, which no framework has, the expression users write, x * sigmoid(1.702 x)),
+# so a model pays nothing for using gelulab. An entry with no builtin on a backend takes its formula there
+# (Activation.impl_for). The opt-in "kernel" is gelulab's float32 kernel within 1 ULP (core.numerics.kernels; about
+# 8-9x the builtin as an op on a CPU, see backends/torch/kernels.py); "formula" is the float64-widened, correctly
+# rounded path (core.numerics.formulas), the parity suite's second oracle. The measuring commands (parity, verify,
+# bench, moons, swap) name every impl they compare.
+DEFAULT_IMPL = "builtin"
 
 
 # --- builtins: what each framework's own function is, resolved by the backend ------------------------------------
@@ -208,10 +213,15 @@ class Activation:
         """Human-readable name: 'relu', 'gelu(none)', 'gelu(tanh)', 'gelu(sigmoid)', 'silu'."""
         return self.op if self.mode is None else f"{self.op}({self.mode})"
 
-    def impl_for(self, impl: str) -> str:
-        """The implementation a call asking for `impl` takes: `impl` itself, except DEFAULT_IMPL ("kernel") for an
-        entry without a kernel, which takes "formula" (the default is the kernel only where there is one)."""
-        return "formula" if impl == DEFAULT_IMPL == "kernel" and self.kernel is None else impl
+    def impl_for(self, impl: str | None, backend: str) -> str:
+        """The implementation a call asking for `impl` on `backend` takes: `impl` itself; None (no impl named)
+        is DEFAULT_IMPL ("builtin") where this entry has a builtin on `backend`, else "formula" (the default is the
+        framework's op only where there is one). An impl named explicitly is never replaced."""
+        if impl is not None:
+            return impl
+        if DEFAULT_IMPL == "builtin" and self.builtins.get(backend) is None:
+            return "formula"
+        return DEFAULT_IMPL
 
     def builtin(self, backend: str, resolver: Callable = resolve) -> Callable | None:
         """The framework's own function for this entry on `backend` (its `builtins` descriptor bound with

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gelulab.core.activations import DEFAULT_IMPL, IMPLS, activation_key, check_impl, get_activation
+from gelulab.core.activations import IMPLS, activation_key, check_impl, get_activation
 from gelulab.core.contracts.contract import Capabilities
 from gelulab.core.numerics.dtypes import DTYPES, get_dtype
 from gelulab.core.numerics.formulas import closed_form
@@ -59,7 +59,8 @@ class Backend:
 
     def relu(self, x, impl: str | None = None):
         """ReLU(x) = max(x, 0). x: framework array of a float dtype of core.numerics.dtypes (float64, float32, bfloat16,
-        float16), any shape; impl: "formula", "builtin" or "kernel", None for default_impl. Returns the same dtype
+        float16), any shape; impl: "builtin", "formula" or "kernel", None for default_impl (the framework's
+        builtin). Returns the same dtype
         and shape. Raises TypeError naming the dtype for an integer, bool or other non-float array (the frameworks
         disagree on what ReLU of an integer array returns: float32, float64 or int32)."""
         self.check_float(x, "relu")
@@ -70,7 +71,7 @@ class Backend:
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
         string (bool/None raise ValueError); impl: "formula" (gelulab's correctly rounded one, computed in the
         wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.numerics.kernels); None for
-        default_impl.
+        default_impl (the framework's builtin).
         x: framework array of a float dtype of core.numerics.dtypes, any shape; returns the same dtype and shape. Raises
         TypeError naming the dtype for a non-float array."""
         key = activation_key("gelu", approximate)
@@ -139,12 +140,10 @@ class Backend:
 
 
 def default_impl(capabilities: Capabilities, key: str) -> str:
-    """The implementation an activation call without `impl` takes: DEFAULT_IMPL ("kernel") where the backend has
-    kernels (capabilities.kernels) and catalogue entry `key` one, "formula" elsewhere. ValueError for an unknown
-    key."""
-    if DEFAULT_IMPL == "kernel" and not (capabilities.kernels and get_activation(key).kernel is not None):
-        return "formula"
-    return DEFAULT_IMPL
+    """The implementation an activation call without `impl` takes on the backend of `capabilities`: DEFAULT_IMPL
+    ("builtin", the framework's own op) where catalogue entry `key` has a builtin there, "formula" elsewhere
+    (Activation.impl_for). ValueError for an unknown key."""
+    return get_activation(key).impl_for(None, capabilities.name)
 
 
 def implementation(module, name: str, act, impl: str) -> Callable:
