@@ -67,9 +67,13 @@ def test_save_pretrained_after_swap_warns_once_with_the_call_that_restores_it(tm
 
 def test_the_default_impl_is_left_out_of_the_call(tmp_path):
     model = tiny_bert()
-    gelulab.swap(model)  # each activation keeps its variant, computed by gelulab's default impl
+    gelulab.swap(model, to="gelu_tanh")  # computed by the default impl, the framework's own op
     (caught,) = saved(model, tmp_path)
-    assert "call gelulab.swap(model, to={'gelu_none': 'gelu_none'})" in str(caught.message)
+    assert "call gelulab.swap(model, to={'gelu_none': 'gelu_tanh'})" in str(caught.message)
+    model = tiny_bert()
+    gelulab.swap(model, impl="kernel")  # each activation keeps its variant, computed by gelulab's kernel
+    (caught,) = saved(model, tmp_path / "kernel")
+    assert "call gelulab.swap(model, to={'gelu_none': 'gelu_none'}, impl='kernel')" in str(caught.message)
 
 
 def test_no_warning_without_a_swap_or_outside_save_pretrained(tmp_path):
