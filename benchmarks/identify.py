@@ -42,20 +42,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def subjects(names) -> dict:
     """{expression: callable} to time: each installed backend's own (backends/<name>/subjects.py,
-    core.contracts.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu, and its torch layer
-    where torch is installed)."""
+    core.contracts.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu by default, the
+    framework's op, and with impl="kernel"; its torch layer's kernel where torch is installed)."""
     import gelulab
 
     out = {}
     for name in names:
         if "subjects" in capabilities(name).modules:
             out.update(importlib.import_module(f"gelulab.backends.{name}.subjects").subjects())
-    out["gelulab.gelu"] = gelulab.gelu
-    out["functools.partial(gelulab.gelu, approximate='tanh')"] = functools.partial(gelulab.gelu, approximate="tanh")
+    out["gelulab.gelu"] = gelulab.gelu  # the default: the framework's own op
+    out["functools.partial(gelulab.gelu, impl='kernel')"] = functools.partial(gelulab.gelu, impl="kernel")
+    out["functools.partial(gelulab.gelu, approximate='tanh', impl='kernel')"] = functools.partial(
+        gelulab.gelu, approximate="tanh", impl="kernel")
     if "torch" in names:
         from gelulab.layers.torch import GELU
 
-        out["gelulab.layers.torch.GELU('sigmoid')"] = GELU("sigmoid")
+        out["gelulab.layers.torch.GELU('sigmoid', impl='kernel')"] = GELU("sigmoid", impl="kernel")
     return out
 
 

@@ -13,6 +13,9 @@ import importlib
 import os
 import sys
 
+# imported with this module, before main() puts its handlers in place (it imports only the standard library)
+from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again
+
 COMMANDS = {
     "run": ("gelulab.experiments.run.command", "the main job: parity summary and the moons experiment, one report"),
     "parity": ("gelulab.experiments.parity.command", "forward and gradient parity against the mpmath reference"),
@@ -155,8 +158,8 @@ def _interrupt_handlers(state: dict | None = None):
     every command keeps its finished results on Ctrl-C, `kill -INT` and `kill -TERM` alike; one that Python drops
     (raised in a gc callback) is sent again (core.plumbing.interrupts). Yields `state` (a new dict when None), whose
     "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
-    whether the command's work had begun. The handlers are the first thing put in place (before any import of
-    gelulab's), so a KeyboardInterrupt may come from entering the block too. The caller's handlers are put back;
+    whether the command's work had begun. The hook that sends a dropped interrupt again goes in first, then the
+    handlers, before any further import of gelulab's, so a KeyboardInterrupt may come from entering the block too. The caller's handlers are put back;
     one installed outside Python (signal.getsignal gives None) is left as it is, since it could not be put back."""
     import signal
     import threading
@@ -172,16 +175,16 @@ def _interrupt_handlers(state: dict | None = None):
         yield state
         return
     ours = {signal.SIGTERM: on_sigterm, signal.SIGINT: signal.default_int_handler}
-    # a handler installed outside Python (getsignal gives None) cannot be put back, so it is left in place
-    previous = {s: signal.signal(s, h) for s, h in ours.items() if signal.getsignal(s) is not None}
-    try:
-        from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again
-
-        with dropped_interrupts_sent_again():
+    # The hook that sends a dropped KeyboardInterrupt again is in place before the handlers, so no interrupt can
+    # land where Python drops it (an import's module-lock callback, a gc callback) with nothing to send it again.
+    with dropped_interrupts_sent_again():
+        # a handler installed outside Python (getsignal gives None) cannot be put back, so it is left in place
+        previous = {s: signal.signal(s, h) for s, h in ours.items() if signal.getsignal(s) is not None}
+        try:
             yield state
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _dispatch(args, state: dict) -> int:

@@ -258,11 +258,16 @@ def _gelulab_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "gelulab"]
 
 
-def _sigint_caught(pid: int) -> bool:
-    """Whether process `pid` has a handler for SIGINT (Linux: the SigCgt mask of /proc/<pid>/status)."""
+def _caught(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for signal `signum` (Linux: the SigCgt mask of /proc/<pid>/status)."""
     with open(f"/proc/{pid}/status") as f:
         mask = next(line for line in f if line.startswith("SigCgt:")).split()[1]
-    return bool(int(mask, 16) >> (signal.SIGINT - 1) & 1)
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+def _sigint_caught(pid: int) -> bool:
+    """Whether process `pid` has a handler for SIGINT."""
+    return _caught(pid, signal.SIGINT)
 
 
 def _start_with_sigint_ignored(argv: list[str]) -> subprocess.Popen:
@@ -301,20 +306,23 @@ def test_an_ignored_sigint_before_the_handlers_are_in_place_is_lost_as_documente
 
 
 @linux_only
-def test_sigint_once_the_handlers_are_in_place_stops_with_130(tmp_path):
-    """The end of the window: as soon as the process has a SIGINT handler (gelulab.cli.main's, the first thing it
-    does), a SIGINT that the process inherited ignored ends the command with one line and exit 130."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_once_the_handlers_are_in_place_stops_with_130(tmp_path, signum):
+    """The end of the window: as soon as the process has a handler for the signal (gelulab.cli.main's, the first
+    thing it does), a SIGINT that the process inherited ignored, or a SIGTERM, ends the command with one line and
+    exit 128 + the signal (130, 143), also when it lands in the imports that follow (where Python drops a
+    KeyboardInterrupt raised in a module lock's callback: core.plumbing.interrupts sends it again)."""
     import time
 
     p = _start_with_sigint_ignored([*_gelulab_command(), "parity", *SMALL, "--dtype", "float32", "--mode", "eager",
                                     "--out", str(tmp_path / "p")])
     deadline = time.monotonic() + 120
-    while p.poll() is None and not _sigint_caught(p.pid) and time.monotonic() < deadline:
+    while p.poll() is None and not _caught(p.pid, signum) and time.monotonic() < deadline:
         time.sleep(0.001)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(signum)
     _, err = p.communicate(timeout=300)
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and not line.startswith("parity:")]
-    assert p.returncode == 130, err
+    assert p.returncode == 128 + signum, err
     assert "Traceback" not in err and len(lines) == 1, err
     assert lines[0].startswith(("gelulab: interrupted before the command started", "gelulab parity: interrupted")), err
 
@@ -386,3 +394,29 @@ def test_the_readme_counts_the_bench_grids_cells():
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gelulab bench"))
     assert re.search(rf"`--quick` \({counts[True]} cells and the training step\)", row), row
     assert re.search(rf"the default grid \({counts[False]} cells with numpy, jax, torch and TensorFlow\)", row), row
+
+
+def test_the_dropped_interrupt_hook_is_in_place_before_the_handlers(monkeypatch):
+    """From the moment the command line's SIGINT/SIGTERM handlers are in place, a KeyboardInterrupt that Python
+    drops (one raised in an import's module-lock callback: "Exception ignored in: <function
+    _get_module_lock.<locals>.cb>") is sent again, so no interrupt is lost in the imports that follow: each handler
+    is put in place while gelulab's sys.unraisablehook is already installed."""
+    import signal as _signal
+
+    from gelulab.cli import _interrupt_handlers
+
+    before, seen, real = sys.unraisablehook, [], _signal.signal
+
+    def recording(signum, handler):
+        if handler in (_signal.default_int_handler,) or getattr(handler, "__name__", "") == "on_sigterm":
+            seen.append((signum, sys.unraisablehook is not before))
+        return real(signum, handler)
+
+    monkeypatch.setattr(_signal, "signal", recording)
+    with _interrupt_handlers():
+        pass
+    first = {}
+    for signum, hooked in seen:  # the installs; a later call puts the caller's handler back
+        first.setdefault(signum, hooked)
+    assert first == {_signal.SIGINT: True, _signal.SIGTERM: True}, seen
+    assert sys.unraisablehook is before

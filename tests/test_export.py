@@ -155,8 +155,8 @@ def test_onnx_export_of_the_formula_is_refused_in_one_line(dynamo, tmp_path):
         chain.append(str(e))
         e = e.__cause__ or e.__context__
     line = ("torch.onnx.export: gelulab's impl='formula' computes in float64 with erfc, which ONNX and ONNX Runtime "
-            "lack; export with impl='kernel' (exported op for op, the same values) or call "
-            "gelulab.swap(model, impl='builtin') before export")
+            "lack; export with impl='builtin' (torch's op) or impl='kernel' (exported op for op, the same values), or "
+            "call gelulab.swap(model, impl='builtin') before export")
     assert any(line in text for text in chain), chain[0][:500]
     assert not (tmp_path / "m.onnx").exists()
 

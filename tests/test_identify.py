@@ -94,11 +94,14 @@ def _cases():
         add("transformers", f"transformers.{cls}{'-python' if kwargs and 'min' not in kwargs else ''}",
             (lambda c=cls, k=kwargs: getattr(hf(), c)(**k)), variant, seen)
 
-    for mode in ("none", "tanh", "sigmoid"):
-        add("numpy", f"gelulab.gelu-{mode}", lambda m=mode: functools.partial(__import__("gelulab").gelu,
-                                                                                approximate=m),
+    for mode in ("none", "tanh", "sigmoid"):  # gelulab's kernel (opt-in): none of the builtins' faults
+        add("numpy", f"gelulab.gelu-kernel-{mode}", lambda m=mode: functools.partial(__import__("gelulab").gelu,
+                                                                                       approximate=m, impl="kernel"),
             f"gelu_{mode}", (), ("1+erf cancellation", "1+tanh cancellation", "negative tail lost", "wrong at -inf",
                                  "wrong at +inf", "float64 imprecise"))
+        # the default is numpy's builtin (x * scipy.stats.norm.cdf(x), ...): the same variant, its faults its own
+        add("numpy", f"gelulab.gelu-{mode}", lambda m=mode: functools.partial(__import__("gelulab").gelu,
+                                                                                approximate=m), f"gelu_{mode}")
     add("numpy", "numpy x/(1+exp(-1.702x))", lambda: (lambda x: x / (1 + np.exp(-1.702 * x))), "gelu_sigmoid")
     return out
 
