@@ -76,10 +76,10 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser (OneLineParser: an error is one line, exit code 2) with one subcommand per entry of
     COMMANDS (modules imported lazily); every subcommand takes --verbose."""
-    parser = OneLineParser(prog="gelulab", description=DESCRIPTION, epilog=EXIT_CODES)
+    parser = OneLineParser(prog="gelulab", description=DESCRIPTION, epilog=EXIT_CODES, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, allow_abbrev=False)  # `--seed 3` is not `--seeds 3`
         p.set_defaults(_module=module_name)
         p.add_argument("--verbose", action="store_true",
                        help="keep the frameworks' start-up log lines (dropped by default) and show the traceback "

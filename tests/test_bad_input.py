@@ -141,8 +141,8 @@ CASES = [
     Case("argparse-no-command", (), 2,
          r"^gelulab: error: the following arguments are required: command; see gelulab --help$"),
     # swap: an activation twice, a pairs file that is not a text file
-    Case("swap-activation-twice", ("swap", "--activations", "relu,relu", "--out", "{tmp}/s"), 2,
-         r"^gelulab swap: error: --activations='relu,relu': relu appears twice; expected each activation once$"),
+    Case("swap-activation-twice", ("swap", "--activation", "relu,relu", "--out", "{tmp}/s"), 2,
+         r"^gelulab swap: error: --activation='relu,relu': relu appears twice; expected each activation once$"),
     Case("swap-pairs-dev-null", ("swap", "--pairs", "/dev/null", "--out", "{tmp}/s"), 2,
          r"^gelulab swap: error: --pairs /dev/null: not a regular file; expected a TSV of labelled sentence pairs$"),
     # merge: a damaged input is set aside, named; the merge goes on with the rest or, with nothing left, exits 2

@@ -420,3 +420,63 @@ def test_the_dropped_interrupt_hook_is_in_place_before_the_handlers(monkeypatch)
         first.setdefault(signum, hooked)
     assert first == {_signal.SIGINT: True, _signal.SIGTERM: True}, seen
     assert sys.unraisablehook is before
+
+
+# the one option name of each concept, in every command that offers it (an earlier name may stay as a hidden alias)
+CONCEPTS = {"backend": "--backend", "activation": "--activation", "dtype": "--dtype", "mode": "--mode",
+            "device": "--device", "impl": "--impl", "order": "--order", "out": "--out", "verbose": "--verbose"}
+
+
+def _visible_options():
+    """{command: {dest: [option strings shown by --help]}} of every subcommand of `gelulab`."""
+    import argparse
+
+    from gelulab.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {a.dest: list(a.option_strings) for a in p._actions
+                   if a.option_strings and a.help != argparse.SUPPRESS} for name, p in sub.choices.items()}
+
+
+def test_the_same_concept_has_the_same_option_name_in_every_command():
+    """Each command's --help, read from the parser: an option for a backend list is --backend everywhere (not
+    --backends in some), an activation list --activation, and so on; a dest that is a plural of a concept is the
+    same concept. Every command refuses abbreviations (allow_abbrev=False)."""
+    seen = {}
+    for command, options in _visible_options().items():
+        for dest, strings in options.items():
+            concept = dest[:-1] if dest.endswith("s") and dest[:-1] in CONCEPTS else dest
+            if concept in CONCEPTS:
+                seen.setdefault(concept, set()).update(s for s in strings if s.startswith("--"))
+                assert CONCEPTS[concept] in strings, (command, dest, strings)
+    assert seen["backend"] == {"--backend"} and seen["activation"] == {"--activation"}, seen
+    for command in _visible_options():
+        assert _subparser(command).allow_abbrev is False, command
+
+
+def _subparser(command):
+    import argparse
+
+    from gelulab.cli import build_parser
+
+    parser = build_parser()
+    assert parser.allow_abbrev is False
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+
+
+def test_an_abbreviated_option_is_refused_in_one_line(capsys):
+    """`gelulab moons --seed 3` is not `--seeds 3`: argparse's abbreviations are off, so the mistyped option is
+    refused in one line, exit 2, before any work."""
+    assert gelulab.main(["moons", "--seed", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gelulab moons: error: unrecognized arguments: --seed 3; see gelulab moons --help"], err
+
+
+def test_the_earlier_option_names_still_work_but_are_not_shown():
+    from gelulab.cli import build_parser
+
+    args = build_parser().parse_args(["moons", "--backends", "numpy"])
+    assert tuple(args.backends) == ("numpy",)
+    args = build_parser().parse_args(["swap", "--backends", "numpy", "--activations", "relu"])
+    assert (args.backends, args.activations) == ("numpy", "relu")

@@ -85,7 +85,7 @@ def test_merge_refuses_moons_runs_of_different_learning_rates(tmp_path, capsys):
     names, _ = S.check_backends(selected_backends())
     if not names:
         pytest.skip("no selected backend can train (numpy has no autodiff)")
-    small = ["--backends", names[0], "--seeds", "2", "--samples", "100", "--epochs", "2", "--arms", "relu,gelu_none",
+    small = ["--backend", names[0], "--seeds", "2", "--samples", "100", "--epochs", "2", "--arms", "relu,gelu_none",
              "--compare-dtype", "none", "--no-progress"]
     for lr in ("0.001", "0.01"):
         assert gelulab.main(["moons", *small, "--lr", lr, "--out", str(tmp_path / f"lr{lr}")]) == 0

@@ -124,7 +124,7 @@ def test_numpy_backend_is_skipped(capsys, tmp_path):
     assert names == [] and "no autodiff" in skipped["numpy"]
     with pytest.raises(ValueError, match="valid backends"):
         X.check_backends(["nosuch"])
-    assert gelulab.main(["moons", "--backends", "numpy", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert gelulab.main(["moons", "--backend", "numpy", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "numpy" in capsys.readouterr().err
 
 
@@ -509,7 +509,7 @@ def test_divergence_is_on_the_terminal_and_can_fail_the_command(tmp_path, monkey
     assert len(results["divergence"]) == 3  # the three ReLU runs
     monkeypatch.setattr(X, "run_study", lambda *a, **k: results)
     monkeypatch.setattr(X, "write_report", lambda res, out: {"report": tmp_path / "out" / "report.md"})
-    argv = ["moons", "--backends", backend, "--seeds", "3", "--out", str(tmp_path / "out"), "--no-progress", *flag]
+    argv = ["moons", "--backend", backend, "--seeds", "3", "--out", str(tmp_path / "out"), "--no-progress", *flag]
     assert gelulab.main(argv) == code
     err = capsys.readouterr().err
     assert "gelulab moons: WARNING: 3 runs diverged or did not learn — torch/matched/float64/relu 3 runs" in err

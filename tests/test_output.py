@@ -41,7 +41,7 @@ COMMANDS = {  # the cheapest options of each command that still reach its output
     "parity": ["--backend", "numpy", "--activation", "relu", "--dtype", "float16", "--order", "0", "--no-plots"],
     "moons": ["--seeds", "1", "--epochs", "1", "--no-progress"],
     "bench": ["--quick", "--backend", "numpy", "--no-plots"],
-    "swap": ["--backends", "numpy", "--activations", "relu"],
+    "swap": ["--backend", "numpy", "--activation", "relu"],
     "run": ["--seeds", "1", "--epochs", "1"],
     "verify": ["--stride", "1048577", "--backend", "numpy", "--activation", "relu", "--order", "0"],
     "merge": ["missing-a", "missing-b"],  # --out is checked before the inputs are read
@@ -166,7 +166,7 @@ def test_grid_out_is_checked_before_the_first_cell_is_trained(where, tmp_path, m
     monkeypatch.setattr(grid_study, "train_cell", lambda *a, **k: pytest.fail("a cell was trained"))
     if not TRAINABLE:
         pytest.skip("a grid needs a backend with autodiff")
-    argv = ["moons", "--grid", str(grid), "--backends", TRAIN, "--jobs", "1", "--no-progress", "--out"]
+    argv = ["moons", "--grid", str(grid), "--backend", TRAIN, "--jobs", "1", "--no-progress", "--out"]
     if where == "under a file":
         blocker = tmp_path / "results.txt"
         blocker.write_text("x")

@@ -175,7 +175,7 @@ def test_moons_cli_damaged_file_is_one_line_not_a_traceback(trained, tmp_path, c
     cfg, backend, src, _ = trained
     out = _copy(src, tmp_path / "out")
     X.run_path(out, backend, "matched", "float64", "relu", 1).write_text("[1, 2]")
-    argv = ["moons", "--backends", backend, "--seeds", "2", "--epochs", "5", "--samples", "300", "--lr", "0.01",
+    argv = ["moons", "--backend", backend, "--seeds", "2", "--epochs", "5", "--samples", "300", "--lr", "0.01",
             "--compare-seeds", "2", "--no-progress", "--jobs", "1", "--out", str(out)]
     # the same settings as the fixture, except the plot grid: refused as other settings, before any training
     assert cli.main(argv) == 2
@@ -287,7 +287,7 @@ def test_swap_interrupt_keeps_results_and_resumes(small_pairs, tmp_path, monkeyp
 
     # gelulab's numpy encoder only: the transformers BertModel's rows are computed again on every run, never
     # stored or resumed (tests/test_swap.py runs the command with it)
-    argv = ["swap", "--backends", "numpy", "--activations", "relu,gelu_tanh", "--pairs", str(small_pairs),
+    argv = ["swap", "--backend", "numpy", "--activation", "relu,gelu_tanh", "--pairs", str(small_pairs),
             "--no-transformers"]
     # the plot (half a run's time) is drawn by the resumed run only, the run under test; the others are about
     # the stored results

@@ -98,7 +98,7 @@ def test_sigkill_of_parity_leaves_no_process(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(len(TRAINABLE) < 2, reason="needs two backends with autodiff")
 def test_sigkill_of_moons_on_two_backends_leaves_no_process(tmp_path):
-    argv = ["moons", "--backends", ",".join(TRAINABLE[:2]), "--jobs", "2", "--seeds", "4", "--epochs", "200",
+    argv = ["moons", "--backend", ",".join(TRAINABLE[:2]), "--jobs", "2", "--seeds", "4", "--epochs", "200",
             "--samples", "300", "--no-progress", "--out", str(tmp_path / "moons")]
     assert _left_after_sigkill(argv, _spawned(3)) == []  # the queue's manager and two workers
 
@@ -110,6 +110,6 @@ def test_sigkill_of_the_grid_leaves_no_process(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text('[base]\nseeds = 2\nn_samples = 200\narms = ["relu", "gelu_none"]\n'
                     '[axes]\ndepth = [1, 2]\nlr = [0.01]\nepochs = [400]\n')
-    argv = ["moons", "--grid", str(grid), "--backends", TRAINABLE[0], "--jobs", "2", "--no-progress",
+    argv = ["moons", "--grid", str(grid), "--backend", TRAINABLE[0], "--jobs", "2", "--no-progress",
             "--out", str(tmp_path / "grid")]
     assert _left_after_sigkill(argv, _spawned(2)) == []  # two cell workers

@@ -172,13 +172,13 @@ def test_swap_model_option_with_a_changed_config_is_one_line_exit_2(model_copy, 
 
 
 def _swap_command(*argv):
-    """`gelulab swap --backends numpy --activations relu *argv` through the command line's main() in this process
+    """`gelulab swap --backend numpy --activation relu *argv` through the command line's main() in this process
     (what `python -m gelulab` runs): (exit code, stdout, stderr)."""
     from gelulab import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["swap", "--backends", "numpy", "--activations", "relu", *argv])
+        code = cli.main(["swap", "--backend", "numpy", "--activation", "relu", *argv])
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
@@ -206,7 +206,7 @@ def test_another_model_folder_without_a_manifest_runs_loudly_unverified(pretrain
     small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
     monkeypatch.setattr(swap, "_plot", lambda report, path: None)  # the folder's check is the subject, not the plot
     beside = [] if available("transformers") else ["--no-transformers"]  # torch not selected: not imported
-    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--model", str(folder), "--pairs",
+    assert swap.run(_args("--backend", "numpy", "--activation", "relu", "--model", str(folder), "--pairs",
                           str(small), "--out", str(tmp_path / "out"), *beside)) == 0
     assert f"gelulab swap: UNVERIFIED model: {folder} has no sha256sums manifest" in capsys.readouterr().err
     report = json.loads((tmp_path / "out" / "swap.json").read_text())
@@ -409,7 +409,7 @@ BAD_OPTIONS = [
     (["--finetune-batch", "64", "--train-sentences", "32"],
      r"^--finetune-batch 64: expected an integer from 1 to 32 \(and at most --train-sentences=32\)$"),
     (["--seed", "-1"], r"^--seed -1: expected an integer from 0 to 4294967295$"),
-    (["--activations", "relu,swish"], r"unknown activation 'swish'"),
+    (["--activation", "relu,swish"], r"unknown activation 'swish'"),
 ]
 
 
@@ -417,7 +417,7 @@ BAD_OPTIONS = [
 def test_bad_options_fail_before_loading(argv, message, monkeypatch, tmp_path):
     monkeypatch.setattr(bert, "load_pretrained", lambda *a: pytest.fail("loaded the model"))
     with pytest.raises(ValueError, match=message):
-        swap.run(_args(*argv, "--backends", "numpy", "--out", str(tmp_path / "out")))
+        swap.run(_args(*argv, "--backend", "numpy", "--out", str(tmp_path / "out")))
     assert not (tmp_path / "out").exists()  # refused before --out is touched
 
 
@@ -438,7 +438,7 @@ def test_swap_command_writes_report(tmp_path):
     rows = [p for label in bert.PAIR_LABELS for p in pairs if p[0] == label][::12]
     small.write_text("label\tsentence_a\tsentence_b\n" + "".join("\t".join(p) + "\n" for p in rows))
     out = tmp_path / "out"
-    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(small),
+    assert swap.run(_args("--backend", "numpy", "--activation", "relu", "--pairs", str(small),
                           "--out", str(out), "--no-transformers")) == 0
     report = json.loads((out / "swap.json").read_text())
     assert report["model"]["sha256"] == PINNED_SHA256
@@ -501,7 +501,7 @@ def test_swap_command_runs_the_transformers_bertmodel_beside(tmp_path, monkeypat
     requires("transformers")
     out = tmp_path / "out"
     draw = _plot_once(monkeypatch, out)
-    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
+    assert swap.run(_args("--backend", "numpy", "--activation", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out))) == 0
     draw()
     report = json.loads((out / "swap.json").read_text())
@@ -523,7 +523,7 @@ def test_transformers_finetune_recovers(tmp_path, monkeypatch):
     requires("transformers")
     out = tmp_path / "out"
     draw = _plot_once(monkeypatch, out)
-    assert swap.run(_args("--backends", "numpy", "--activations", "relu", "--pairs", str(_small_pairs(tmp_path)),
+    assert swap.run(_args("--backend", "numpy", "--activation", "relu", "--pairs", str(_small_pairs(tmp_path)),
                           "--out", str(out), "--finetune", "--steps", "4", "--train-sentences", "16",
                           "--finetune-batch", "16")) == 0
     draw()  # with the fine-tuned line
@@ -692,8 +692,8 @@ def test_identical_embeddings_are_a_failed_measurement():
 
 
 def test_duplicate_activations_are_refused():
-    with pytest.raises(ValueError, match=r"^--activations='relu,relu': relu appears twice"):
-        swap._keys("relu,relu", "--activations")
+    with pytest.raises(ValueError, match=r"^--activation='relu,relu': relu appears twice"):
+        swap._keys("relu,relu", "--activation")
 
 
 @pytest.mark.parametrize("content, message", [

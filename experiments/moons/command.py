@@ -35,8 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = MoonsConfig()
     parser.add_argument("--out", default=None, help=f"results folder (default {study.DEFAULT_OUT}, with --grid "
                         f"{grid_cli.DEFAULT_OUT}); rerunning with the same folder resumes")
-    parser.add_argument("--backends", type=_str_list, default=None,
+    parser.add_argument("--backend", dest="backends", type=_str_list, default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else all installed)")
+    parser.add_argument("--backends", dest="backends", type=_str_list, help=argparse.SUPPRESS)  # earlier name
     parser.add_argument("--seeds", type=int, default=len(d.seeds), help=f"number of seeds (default {len(d.seeds)})")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed, first-seed + 1, ...")
     parser.add_argument("--arms", type=_str_list, default=d.arms, help=f"comma-separated arms, of {list(ARMS)}")

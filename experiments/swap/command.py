@@ -153,10 +153,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="another BERT folder (config.json, model.safetensors, tokenizer.json), verified "
                              "against its own sha256sums if present, else reported UNVERIFIED (default: the "
                              f"installed {bert.PACKAGE} package, verified against gelulab's manifest)")
-    parser.add_argument("--backends", default=None,
+    parser.add_argument("--backend", dest="backends", default=None,
                         help="comma-separated backends (default: GELULAB_BACKEND, else every installed one)")
-    parser.add_argument("--activations", default=",".join(DEFAULT_SWAPS),
-                        help="catalogue keys replacing the FFN's exact GELU (default: every catalogue entry)")
+    parser.add_argument("--backends", dest="backends", help=argparse.SUPPRESS)  # earlier name
+    parser.add_argument("--activation", dest="activations", default=",".join(DEFAULT_SWAPS),
+                        help="comma-separated catalogue keys replacing the FFN's exact GELU (default: every "
+                             "catalogue entry)")
+    parser.add_argument("--activations", dest="activations", help=argparse.SUPPRESS)  # earlier name
     parser.add_argument("--impl", default="formula", choices=IMPLS,
                         help="activation implementation: gelulab's formula (default), its float32 kernel or the "
                              "framework's builtin")
@@ -203,10 +206,10 @@ def _check(args) -> tuple[list[str], list[str], list[str]]:
     names = parse_backend_list(args.backends) if args.backends else None
     without = [n for n in names or () if "bert" not in capabilities(n).modules]
     if without:
-        raise ValueError(f"--backends {args.backends!r}: {without} have no BERT encoder (a bert module); expected "
+        raise ValueError(f"--backend {args.backends!r}: {without} have no BERT encoder (a bert module); expected "
                          f"some of {[n for n in BACKEND_NAMES if 'bert' in capabilities(n).modules]}")
     names = names or [n for n in selected_backends() if "bert" in capabilities(n).modules]
-    swaps = _keys(args.activations, "--activations")
+    swaps = _keys(args.activations, "--activation")
     tuned = _keys(args.finetune_activations, "--finetune-activations") if args.finetune else []
     _bounded("--batch-size", args.batch_size, 1, MAX_BATCH)
     _bounded("--steps", args.steps, 1, MAX_STEPS)
