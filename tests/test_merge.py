@@ -160,6 +160,7 @@ def _moons(folder: Path, acc=0.9, loss=0.3, diff=-0.01) -> Path:
     (lambda f: _moons(f, loss=-3), "a summary's test_loss geo_mean is -3, expected a number of at least 0"),
     (lambda f: _moons(f, diff="big"), "a paired test_acc mean_diff is 'big', expected a number"),
     (lambda f: (f.mkdir(), (f / "parity.json").write_text("[" * 200000)), "nested too deeply"),
+    (lambda f: _parity(f, max_ulp=10 ** 400), "a cell's max_ulp is an integer of 401 digits, expected a measured"),
 ])
 def test_merge_sets_aside_out_of_range_and_wrong_typed_values(tmp_path, capsys, write, problem):
     kind_of = _moons if "summary" in problem or "paired" in problem else _parity
@@ -195,3 +196,18 @@ def test_merge_does_not_follow_a_symbolic_link_out_of_its_folder(tmp_path, capsy
     assert merged["skipped"] == [{"path": str(a / "up"),
                                   "problem": f"a symbolic link to {tmp_path.resolve()}, outside {a}; not followed"}]
     assert "## Folders not followed" in (out / "merge.md").read_text()
+
+
+def test_a_field_read_from_a_file_cannot_forge_a_table_row(tmp_path):
+    """A backend name holding a line break and pipes (a damaged or hand-made parity.json) stays inside its cell:
+    escaped pipes, the line break a space, so merge.md has exactly one row per merged row (GitHub Markdown: a
+    pipe inside a cell is written \\|)."""
+    forged = "numpy\n| forged | row |"
+    for name in ("a", "b"):
+        _parity(tmp_path / name, backend=forged)
+    out = tmp_path / "m"
+    assert gelulab.main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    text = (out / "merge.md").read_text()
+    assert "\n| forged" not in text and "numpy \\| forged \\| row \\|" in text
+    rows = [line for line in text.splitlines() if "forged" in line]
+    assert len(rows) == 1 and rows[0].count(" | ") == 10, rows  # one row, its 11 cells (the 2nd cell is "numpy")

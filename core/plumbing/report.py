@@ -162,10 +162,17 @@ def fmt(v, digits: int = 3) -> str:
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:
-    """A GitHub Markdown table; cells formatted with fmt(). Raises ValueError if a row has the wrong length."""
+    """A GitHub Markdown table; cells formatted with fmt() and escaped (table_cell). Raises ValueError if a row has
+    the wrong length."""
     for r in rows:
         if len(r) != len(headers):
             raise ValueError(f"row has {len(r)} cells, expected {len(headers)}: {r!r}")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    lines = ["| " + " | ".join(table_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(table_cell(fmt(c)) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def table_cell(text) -> str:
+    """str(text) as one Markdown table cell: a pipe escaped (\\|) and a line break made a space, so a value read
+    from a file (a backend name, a path) cannot end its cell or row and forge another."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")

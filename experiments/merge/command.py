@@ -75,7 +75,7 @@ def damage(kind: str, data) -> str | None:
                 fmt_fn(row.get(field))
     except KeyError as e:
         return f"a record lacks the field {e}"
-    except (TypeError, AttributeError, ValueError, IndexError) as e:
+    except (TypeError, AttributeError, ValueError, IndexError, OverflowError) as e:
         return f"a field has the wrong type or value ({' '.join(str(e).split())})"
     return None
 

@@ -49,13 +49,23 @@ def _value(v, what: str, lo: float = -math.inf, hi: float = math.inf):
     if v is None or (isinstance(v, str) and v.strip().lower() in SPECIAL):
         return None
     if not isinstance(v, (int, float)) or isinstance(v, bool):
-        raise TypeError(f"{what} is {v!r}, expected a number")
-    if not math.isfinite(v):
+        raise TypeError(f"{what} is {_shown(v)}, expected a number")
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an integer beyond any float: no run writes one
+        raise ValueError(f"{what} is an integer of {len(str(abs(v)))} digits, expected a measured number") from None
+    if not finite:
         return None
     if not lo <= v <= hi:
         span = f"of at least {lo:g}" if hi == math.inf else f"from {lo:g} to {hi:g}"
         raise ValueError(f"{what} is {v!r}, expected a number {span}")
     return v
+
+
+def _shown(v, limit: int = 40) -> str:
+    """repr(v), cut to `limit` characters, for a message about a damaged value."""
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 COSINE_SLACK = 1e-6  # a cosine computed in float32 may exceed 1 by rounding
