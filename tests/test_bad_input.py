@@ -88,6 +88,11 @@ def _ray_gives_up(monkeypatch, tmp_path):
 
 
 CASES = [
+    # an --out whose name is not UTF-8 (the reports name it): refused before any work, for every command that writes
+    *[Case(f"out-not-utf8-{cmd}", (cmd, *args, "--out", "{tmp}/res\udcff"), 2,
+           rf"^gelulab {cmd}: error: --out \S*res\\xff: the path is not valid UTF-8")
+      for cmd, args in (("parity", ("--backend", "numpy", "--order", "0", "--activation", "relu", "--no-plots")),
+                        ("bench", ("--quick", "--backend", "numpy", "--no-plots")))],
     # sizes beyond this machine's memory: refused before anything is allocated, naming the field
     _moons("--samples", "100000000000", r"n_samples=100000000000: one training group .* needs " + _SIZE),
     _moons("--hidden", "100000000000", r"hidden=\(100000000000,\): one training group .* needs " + _SIZE),

@@ -49,10 +49,16 @@ def check_writable(path: str | os.PathLike, option: str = "--out") -> Path:
 
     Creates the missing folders, creates and deletes a temporary file in the deepest one, then removes the folders
     it created (nothing is left behind; the command creates them again when it writes). Returns Path(path).
-    Raises OutputUnwritable (a ValueError) naming `option`, the path and the reason: a part of the path is a file,
-    the file system is read-only, permission denied.
+    Raises OutputUnwritable (a ValueError) naming `option`, the path and the reason: a path that is not valid
+    UTF-8 (the reports name it), a part of the path is a file, the file system is read-only, permission denied.
     """
     p = Path(path)
+    try:
+        os.fspath(p).encode("utf-8")  # reports and JSON name the folder in UTF-8
+    except UnicodeEncodeError:
+        shown = os.fsencode(p).decode("utf-8", "backslashreplace")
+        raise OutputUnwritable(f"{option} {shown}: the path is not valid UTF-8; expected a path whose name can be "
+                               "written into the reports (UTF-8)") from None
     created = []
     probe = p
     missing = []
