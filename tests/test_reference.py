@@ -184,3 +184,43 @@ def test_reference_store_gives_back_what_mpmath_computed_and_recomputes_a_damage
     monkeypatch.delenv(reference_store.ENV)
     reference_store.stored(counted, "gelu_none", 1, dtype, x)
     assert len(calls) == 5  # no store without the variable
+
+
+def test_a_store_entry_with_two_values_changed_is_named_set_aside_and_computed_again(tmp_path, monkeypatch, capsys):
+    """The damage a checksum alone catches: two values of an entry changed, its dtype and shape kept (a parity run
+    read such an entry as a 9.8e8-ULP 'new fault'). The entry is named in one line on stderr, set aside as
+    <name>.damaged-1, and the reference computed again by mpmath equals the undamaged one bit for bit."""
+    from gelulab.core.parity import reference_store
+
+    monkeypatch.setenv(reference_store.ENV, str(tmp_path))
+    x = np.linspace(-6.0, 6.0, 64).astype(np.float32)
+    want = reference("gelu_none", x, "float32", 0)
+    reference_store.stored(reference, "gelu_none", 0, "float32", x)
+    (entry,) = tmp_path.glob("*.npz")
+    with np.load(entry) as e:
+        bits, digest = e["bits"].copy(), e["sha256"]
+    bits[[3, 40]] ^= 0x00400000  # two values changed, same dtype and shape, the old checksum kept
+    with open(entry, "wb") as f:
+        np.savez(f, bits=bits, sha256=digest)
+    capsys.readouterr()
+    got = reference_store.stored(reference, "gelu_none", 0, "float32", x)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"gelulab: reference store entry {entry} is damaged (its content does not match its SHA-256); "
+                    f"set aside as {entry.name}.damaged-1; computed again")
+    assert (tmp_path / f"{entry.name}.damaged-1").exists() and entry.exists()  # kept, and stored again
+
+
+def test_a_store_folder_that_is_a_file_is_one_line_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    from gelulab.core.parity import reference_store
+
+    blocked = tmp_path / "store"
+    blocked.write_text("a file, not a folder\n")
+    monkeypatch.setenv(reference_store.ENV, str(blocked))
+    monkeypatch.setattr(reference_store, "_unusable", set())
+    x = np.array([-1.0, 2.0], np.float32)
+    for _ in range(2):
+        got = reference_store.stored(reference, "gelu_none", 0, "float32", x)
+        assert np.array_equal(got, reference("gelu_none", x, "float32", 0))
+    (line,) = capsys.readouterr().err.splitlines()  # once per process
+    assert line.startswith(f"gelulab: GELULAB_REFERENCE_CACHE={blocked} cannot be used (") and "without it" in line

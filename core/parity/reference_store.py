@@ -6,20 +6,24 @@ suite sets it; `gelulab parity` honours it too). An entry is one .npy file named
 the reference depends on: the activation key, the derivative order, the dtype, the input bytes, the versions of
 mpmath, numpy and ml_dtypes (which round to bfloat16 and float16) and the source of the modules that compute it
 (core/parity/reference.py, core/numerics/, core/activations/), so an edit to any of them misses the store instead
-of reading a stale value. Writes go to a temporary file renamed into place, so
-concurrent processes (pytest-xdist workers) never read half a file. A file that cannot be read is computed again.
+of reading a stale value. An entry is an .npz of the reference's bits and their SHA-256, checked at every read: a
+damaged or edited entry is named, set aside and computed again. Writes go to a temporary file renamed into place,
+so concurrent processes (pytest-xdist workers) never read half a file.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
+import zipfile
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.plumbing.output import set_aside
 
 ENV = "GELULAB_REFERENCE_CACHE"
 _CORE = Path(__file__).resolve().parents[1]  # gelulab/core
@@ -48,33 +52,72 @@ def _source_digest() -> str:
 
 def stored(compute, key: str, order: int, dtype: str, x: np.ndarray) -> np.ndarray:
     """compute(key, x, dtype, order) (core.parity.reference.reference: a numpy array of `dtype` with x's shape),
-    read from the store when an entry for exactly these arguments and sources exists, else computed and written.
-    Without a store (GELULAB_REFERENCE_CACHE unset) it only computes. A folder that cannot be written leaves the
-    result computed and unstored; nothing else is raised beyond what compute raises."""
+    read from the store when an entry for exactly these arguments and sources exists and its content matches the
+    SHA-256 stored with it, else computed and written. An entry whose content does not match (edited, damaged on
+    disk) or that cannot be read as an entry is named in one line on stderr, set aside as `<name>.damaged-<n>`
+    (core.plumbing.output.set_aside) and computed again, so a damaged store never becomes a measurement. Without a
+    store (GELULAB_REFERENCE_CACHE unset) it only computes; a store folder that cannot be used (a file, read-only,
+    full) is named in one line, once per process, and the run goes on without it. Nothing else is raised beyond
+    what compute raises."""
     where = folder()
-    if where is None:
+    if where is None or where in _unusable:
         return compute(key, x, dtype, order)
     x = np.ascontiguousarray(x)
     h = hashlib.sha256(f"{_source_digest()}|{key}|{order}|{dtype}|{x.dtype.str}|{x.shape}".encode())
     h.update(x.tobytes())
-    path = where / f"{key}-d{order}-{dtype}-{h.hexdigest()[:32]}.npy"
+    path = where / f"{key}-d{order}-{dtype}-{h.hexdigest()[:32]}.npz"
     dt = get_dtype(dtype).np_dtype
     bits = np.dtype(f"u{dt.itemsize}")  # stored as its bits: .npy cannot name bfloat16 without pickle
+    problem = None
     try:
-        raw = np.load(path, allow_pickle=False)
-        if raw.dtype == bits and raw.shape == x.shape:
+        with np.load(path, allow_pickle=False) as entry:
+            raw, digest = entry["bits"], entry["sha256"].tobytes().hex()
+        if raw.dtype != bits or raw.shape != x.shape:
+            problem = f"holds {raw.dtype} {raw.shape}, expected {bits} {x.shape}"
+        elif hashlib.sha256(raw.tobytes()).hexdigest() != digest:
+            problem = "its content does not match its SHA-256"
+        else:
             return raw.view(dt)
-    except (OSError, ValueError, EOFError):  # missing, damaged or empty (a writer cut short)
+    except FileNotFoundError:
         pass
+    except (PermissionError, NotADirectoryError) as e:  # the folder itself cannot be used
+        return _without(where, e, compute(key, x, dtype, order))
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:  # not an entry (cut short, edited)
+        problem = f"not a readable entry ({type(e).__name__})"
+    if problem is not None:
+        _set_aside(path, problem)
     out = compute(key, x, dtype, order)
+    content = np.ascontiguousarray(out).view(bits)
     tmp = None
     try:
         where.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            np.save(f, np.ascontiguousarray(out).view(bits), allow_pickle=False)
+            np.savez(f, bits=content, sha256=np.frombuffer(hashlib.sha256(content.tobytes()).digest(), np.uint8))
         os.replace(tmp, path)
-    except OSError:
+    except OSError as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        return _without(where, e, out)
     return out
+
+
+_unusable: set = set()  # store folders found unusable in this process (named once)
+
+
+def _without(where: Path, e: OSError, out: np.ndarray) -> np.ndarray:
+    """out, after naming the unusable store folder in one line (once per process: it is not tried again)."""
+    _unusable.add(where)
+    print(f"gelulab: {ENV}={where} cannot be used ({e.strerror or type(e).__name__}); the references are computed "
+          "without it", file=sys.stderr)
+    return out
+
+
+def _set_aside(path: Path, problem: str) -> None:
+    """Name a damaged entry in one line on stderr and rename it out of the store's way (never deleted)."""
+    try:
+        new = set_aside(path, "damaged")
+        kept = f"set aside as {new.name}"
+    except OSError as e:
+        kept = f"could not be set aside ({e.strerror or type(e).__name__})"
+    print(f"gelulab: reference store entry {path} is damaged ({problem}); {kept}; computed again", file=sys.stderr)
