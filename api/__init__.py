@@ -54,10 +54,12 @@ def framework_of(x, what: str = "gelulab") -> str:
     Raises TypeError naming the type (and dtype) and what is accepted: for another type (a list, a Python float),
     and for integer, bool, complex or other non-floating dtypes.
     """
-    for name, package in PACKAGES.items():
+    known = _BACKEND_OF.get(type(x))  # the backend that took this type before is asked first
+    for name, package in [*(((known, PACKAGES[known]),) if known else ()), *PACKAGES.items()]:
         dtype = package.array_dtype(x)
         if dtype is None:
             continue
+        _BACKEND_OF[type(x)] = name
         if dtype not in DTYPES:
             raise TypeError(
                 f"{what}: got {_a(package.CAPABILITIES.array_type)} of dtype {dtype}; expected a floating dtype, "
@@ -66,6 +68,9 @@ def framework_of(x, what: str = "gelulab") -> str:
         return name
     raise TypeError(f"{what}: got a {_type_name(x)}; expected {_accepted()} of a floating dtype "
                     f"({', '.join(DTYPES)})")
+
+
+_BACKEND_OF: dict = {}  # array type -> the backend whose package recognised it
 
 
 def _type_name(x) -> str:
@@ -102,7 +107,13 @@ def _apply(key, x, impl, what):
     name = framework_of(x, what)
     if impl is None:
         impl = default_impl(REGISTRY[name], key)
-    return implementation(backend_module(name), name, act, impl)(x)
+    fn = _FUNCTIONS.get((name, key, impl))
+    if fn is None:  # built once per framework, entry and impl: a call is then a look-up and the framework's op
+        fn = _FUNCTIONS[(name, key, impl)] = implementation(backend_module(name), name, act, impl)
+    return fn(x)
+
+
+_FUNCTIONS: dict = {}  # (backend name, catalogue key, impl) -> the callable of core.contracts.interface.implementation
 
 
 def activation(key: str, impl: str | None = None):
