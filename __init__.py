@@ -17,9 +17,12 @@ activation call. The public names are resolved lazily:
     apply(key, x, impl=...), activation(key, impl=...)
                                      any catalogue entry on a native array, or as a callable (gelulab.api)
     swap(model, to=None, impl=...)   replace the activation modules of a torch or Keras model (gelulab.api.surgery)
-    identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.api.probe)
+    identify(fn, other=None)         which GELU (or ReLU, SiLU) a callable computes (gelulab.api.probe); for a
+                                     model or a model file, every activation site and what it computes
+                                     (gelulab.api.audit)
 
-Layers for each framework: gelulab.layers.torch, gelulab.layers.keras, gelulab.layers.flax.
+Layers for each framework: gelulab.layers.torch, gelulab.layers.keras, gelulab.layers.flax. For a converter's test
+suite: gelulab.testing.assert_same_activations(a, b).
 """
 from __future__ import annotations
 

@@ -136,8 +136,17 @@ class Signature:
     unless: tuple[str, ...] = ()
 
 
-def identify(fn, other=None, *, framework: str | None = None):
-    """Identify the GELU variant (or ReLU, SiLU, any catalogue entry) a callable computes.
+def identify(fn, other=None, *, framework: str | None = None, example=None, ort_level: str = "all",
+             allow_pickle: bool = False, params=None):
+    """Identify the GELU variant (or ReLU, SiLU, any catalogue entry) a callable computes, or every activation
+    site of a model.
+
+    A model (api.audit.is_model: the path of a model file or folder, a torch nn.Module with submodules or
+    parameters, a torch.export program, an onnx.ModelProto, a Keras model, ...) is audited instead: the result is
+    an api.audit.ModelReport (printing as its site table), or with `other` an api.audit.ModelComparison. example,
+    ort_level, allow_pickle, params: api.audit.Options (an example input where none can be inferred; onnxruntime's
+    optimization level; allow files that need pickle, which runs code that came with the file; a Flax module's
+    variables). An activation module (torch.nn.GELU(), transformers' GELUActivation) is a callable, not a model.
 
     fn, other: elementwise callables of one array argument: a framework function (torch.nn.functional.gelu,
     jax.nn.gelu, tf.nn.gelu, keras.activations.gelu, functools.partial of one), a layer (torch.nn.GELU("tanh"),
@@ -148,6 +157,13 @@ def identify(fn, other=None, *, framework: str | None = None):
     when the callable raises on the probe (its exception is the cause), ValueError when it returns another shape,
     an unknown framework.
     """
+    from gelulab.api import audit
+
+    options = audit.Options(example=example, ort_level=ort_level, allow_pickle=allow_pickle, params=params)
+    if audit.is_model(fn, options) or (other is not None and audit.is_model(other, options)):
+        if other is None:
+            return audit.audit(fn, options)
+        return audit.audit_pair(fn, other, options)
     if other is not None:
         return compare(identify(fn, framework=framework), identify(other, framework=framework))
     if not callable(fn):

@@ -35,6 +35,8 @@ _applied: dict = {}  # backend name -> the Settings last applied to its framewor
 REGISTRY: dict[str, Capabilities] = {c.name: c for c in _RECORDS}
 PACKAGES: dict[str, ModuleType] = {p.CAPABILITIES.name: p for p in _PACKAGES}  # name -> backends/<name>/__init__.py
 BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
+# folders of backends/ that are not backends: readers of a runtime's files for api.audit, with no Capabilities record
+READER_FOLDERS: tuple[str, ...] = ("onnx",)
 INSTALL_HINT: dict[str, str] = {c.name: c.install_hint for c in _RECORDS}
 
 __all__ = ["BACKEND_NAMES", "PACKAGES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities", "DeviceUnavailable",

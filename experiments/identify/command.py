@@ -1,6 +1,20 @@
-"""`gelulab identify A [B]`: which GELU (or ReLU, SiLU) a callable computes, and whether two are the same.
+"""`gelulab identify A [B]`: which GELU (or ReLU, SiLU) a callable computes, or every activation site of a model
+file, and whether two are the same.
 
-A and B are expressions that give a callable, in a restricted form of Python that names activations only: the
+A and B are model files or folders, or expressions that give a callable. A path that exists is a model: an .onnx
+file (run by onnxruntime, --ort-level), a .pt2 file (torch.export.save), a Hugging Face folder (config.json and
+model.safetensors), or what another installed reader takes (.keras, .tflite, a SavedModel folder); every
+activation site of its graph is cut out, probed in the model's own runtime and named (gelulab.api.audit), and with
+B the sites are compared in their order:
+
+    gelulab identify model.onnx
+    gelulab identify original.onnx converted.onnx     exit code 1 when a site's variant changed
+    gelulab identify ./all-MiniLM-L6-v2 model.onnx    a Hugging Face folder against its export
+
+--example FILE.npy gives the example input of a model whose input cannot be inferred; --allow-pickle loads files
+that need Python's pickle (a .bin checkpoint, a .pt2 with pickled parts), which runs code that came with the file.
+
+Otherwise A and B are expressions that give a callable, in a restricted form of Python that names activations only: the
 activation functions and classes of torch (torch.nn.functional, torch.nn's activation Modules, torch's and
 torch.special's elementwise functions), jax (jax.nn, jax.numpy's ufuncs, jax.scipy.special, jax.lax), tensorflow
 (tf.nn, tf.math), keras (keras.activations, keras.layers' activation layers), flax.linen, transformers.activations,
@@ -18,15 +32,23 @@ Only the namespaces an expression names are imported (torch first); it is evalua
 activation (keras.layers.ReLU.from_config), strings over 32 characters or with { / \\ :, expressions over 1000
 characters and other constructs are refused in one line before anything is called; --allow-python evaluates A and
 B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not the same
-variant; 2 for an expression that is refused or does not give a callable, or a callable that fails on the probe
-(the line names its exception and the array it was given).
+variant (for models: when a site's variant changed, the last line naming the first such site); 2 for an
+expression that is refused or does not give a callable, or a callable that fails on the probe (the line names its
+exception and the array it was given), and for a model that is refused (a format gelulab does not read, a file
+that does not load or needs --allow-pickle, no activation found, an example input needed): one line, nothing
+else printed.
 """
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from gelulab.experiments.identify import expression as identify_expression
+
+ORT_LEVELS = ("disable", "basic", "extended", "all")  # api.audit.ORT_LEVELS
+# suffixes that name a model file: a missing one is "no such file", not an expression
+MODEL_SUFFIXES = (".onnx", ".pt2", ".bin", ".pt", ".pth", ".keras", ".tflite", ".h5", ".safetensors", ".npy")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +56,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.epilog = "\n\n".join(__doc__.split("\n\n")[1:])
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("a", metavar="A", help="expression giving the callable to identify")
+    parser.add_argument("a", metavar="A", help="a model file or folder, or an expression giving the callable to "
+                        "identify")
     parser.add_argument("b", metavar="B", nargs="?", default=None,
-                        help="a second callable: are A and B the same variant?")
+                        help="a second model (compared site by site) or callable: are A and B the same variant?")
+    parser.add_argument("--example", metavar="FILE.npy", default=None,
+                        help="models: the example input (a .npy array, read without pickle) for a model whose "
+                             "input cannot be inferred")
+    parser.add_argument("--ort-level", choices=ORT_LEVELS, default="all",
+                        help="models: onnxruntime's graph optimization level for .onnx files (default: all, "
+                             "onnxruntime's default, i.e. what a deployment runs)")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="models: load files that need Python's pickle (a .bin checkpoint, a .pt2 with pickled "
+                             "parts); this runs code that came with the file, so only for files you trust")
     parser.add_argument("--framework", choices=("torch", "jax", "tensorflow", "numpy"), default=None,
                         help="array type fed to the callables (default: chosen from each callable)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -75,6 +107,12 @@ def run(args) -> int:
     from gelulab.api.probe import compare
 
     expressions = [e for e in (args.a, args.b) if e is not None]
+    models = [_is_path(e) for e in expressions]
+    if any(models):
+        if not all(models):
+            raise ValueError("give two models (files or folders) or two expressions; A and B mix a model and an "
+                             "expression")
+        return _run_models(args, expressions)
     fns = [evaluate(e, getattr(args, "allow_python", False)) for e in expressions]  # both before any probe
     found = [_identify(e, fn, args.framework) for e, fn in zip(expressions, fns)]
     result = found[0] if args.b is None else compare(*found)
@@ -108,3 +146,46 @@ def _table(pairs) -> str:
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
     tol = pairs[0][1].tolerance
     return "\n".join(lines) + f"\n\nd(key): distance to the variant on the float32 probe; identified when <= {tol:.2g}."
+
+
+def _is_path(text: str) -> bool:
+    """Whether A or B names a model: a path that exists; a missing path with a model's suffix is an error."""
+    path = Path(text)
+    try:
+        if path.exists():
+            return True
+    except (OSError, ValueError):  # a name too long for a path, a NUL: an expression, not a file
+        return False
+    if path.suffix.lower() in MODEL_SUFFIXES:
+        raise ValueError(f"{text}: no such file")
+    return False
+
+
+def _run_models(args, paths) -> int:
+    """The audit of one or two model paths (api.audit): the site table(s), and for two the comparison table, whose
+    last line names the first changed site. Everything is computed before anything is printed."""
+    from gelulab.api import audit
+
+    example = None
+    if getattr(args, "example", None):
+        import numpy as np
+
+        try:
+            example = np.load(args.example, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise ValueError(f"--example {args.example}: not a .npy array numpy loads without pickle "
+                             f"({' '.join(str(e).split())[:120]})") from e
+    options = audit.Options(example=example, ort_level=getattr(args, "ort_level", "all"),
+                            allow_pickle=getattr(args, "allow_pickle", False))
+    reports = [audit.audit(p, options) for p in paths]
+    if len(reports) == 1:
+        print(audit.to_json(reports[0]) if args.json else audit.table(reports[0]))
+        return 0
+    diffs = audit.compare(*reports)
+    if args.json:
+        text = audit.to_json(reports[0], reports[1], diffs)
+    else:
+        text = "\n\n".join([audit.table(reports[0]), audit.table(reports[1]),
+                             audit.comparison_table(reports[0], reports[1], diffs)])
+    print(text)
+    return 1 if any(d.changed for d in diffs) else 0
