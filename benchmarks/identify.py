@@ -12,7 +12,7 @@ The target is under one second per callable. Threads: GELULAB_THREADS (default 1
 jax XLA_FLAGS, TensorFlow intra/inter-op); each backend's threads() is recorded in identify.json with the
 versions. jax_enable_x64 is left off, as a user has it: jax is probed in float32 only.
 
-Writes identify.md (the table of the README's "Which GELU is this?" section) and identify.json into --out
+Writes identify.md (the table of docs/in-your-model.md's "Which GELU is this?" section) and identify.json into --out
 (default results/bench_identify).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The README's Python code blocks, for tests that run them: a block is found by its first line, a comment naming
-it ("# PyTorch", "# Keras", ...). A line `expression  # literal...` states what the expression gives; check()
+"""The Python code blocks of README.md and the pages of docs/, for tests that run them: a block is found by its first
+line, a comment naming it ("# PyTorch", "# Keras", ...), once across every page. A line `expression  # literal...` states what the expression gives; check()
 evaluates it and compares."""
 from __future__ import annotations
 
@@ -7,14 +7,26 @@ import ast
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))  # README.md, then docs/*.md
+
+
+def text() -> str:
+    """Every page's text, README.md first, joined."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in PAGES)
+
+
+def blocks() -> list[str]:
+    """The code of every ```python block of every page."""
+    return re.findall(r"```python\n(.*?)```", text(), flags=re.DOTALL)
 
 
 def block(label: str) -> str:
-    """The code of the README's ```python block whose first line is `# {label}`; fails the test if absent."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
-    found = [b for b in blocks if b.splitlines()[0].strip() == f"# {label}"]
-    assert len(found) == 1, f"README.md has {len(found)} python blocks labelled '# {label}'"
+    """The code of the ```python block whose first line is `# {label}`; fails the test if it is absent or in more
+    than one place."""
+    found = [b for b in blocks() if b.splitlines()[0].strip() == f"# {label}"]
+    assert len(found) == 1, f"README.md and docs/ have {len(found)} python blocks labelled '# {label}'"
     return found[0]
 
 

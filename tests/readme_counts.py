@@ -1,7 +1,8 @@
 """The README's counting prose, generated from the catalogue, the backend records, the known-fault table and the
 built-in grid, so that a new activation, backend, dtype or grid axis changes the numbers and no one recounts by hand.
 
-Each generated span sits between `<!-- counts:NAME -->` and `<!-- /counts -->` in README.md. tests/test_readme_counts.py
+Each generated span sits between `<!-- counts:NAME -->` and `<!-- /counts -->` in README.md or a page of docs/.
+tests/test_readme_counts.py
 fails when a span differs from what BLOCKS computes now; `python tests/readme_counts.py --write` rewrites the
 spans in place (nothing outside them changes). No framework is imported: the matrix is counted from the records.
 """
@@ -12,7 +13,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 SPAN = re.compile(r"<!-- counts:(?P<name>[a-z_-]+) -->(?P<text>.*?)<!-- /counts -->", re.DOTALL)
 
 
@@ -133,8 +135,9 @@ def rendered(text: str) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/readme_counts.py --write   (rewrites README.md's counts spans)")
-    text = README.read_text(encoding="utf-8")
-    new = rendered(text)
-    README.write_text(new, encoding="utf-8")
-    print(f"README.md: {'rewrote' if new != text else 'unchanged:'} {sum(map(len, spans(new).values()))} spans")
+        sys.exit("usage: python tests/readme_counts.py --write   (rewrites the counts spans of README.md and docs/)")
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = rendered(text)
+        page.write_text(new, encoding="utf-8")
+        print(f"{page.name}: {'rewrote' if new != text else 'unchanged:'} {sum(map(len, spans(new).values()))} spans")

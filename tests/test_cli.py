@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import readme_blocks
 
 from gelulab import cli as gelulab
 from gelulab.core.activations import IMPLS
@@ -329,13 +330,13 @@ def test_sigint_once_the_handlers_are_in_place_stops_with_130(tmp_path, signum):
 
 def test_the_readme_names_every_namespace_identify_accepts():
     """The allow-list of `gelulab identify` expressions (experiments/identify/expression.py NAMESPACES, what
-    `gelulab identify --help` describes) is the one the README's "Which GELU is this?" lists: every namespace,
+    `gelulab identify --help` describes) is the one docs/in-your-model.md's "Which GELU is this?" lists: every namespace,
     written with the alias `tf` for tensorflow, and each member of the namespaces that accept five or fewer."""
     import re
 
     from gelulab.experiments.identify.expression import NAMESPACES
 
-    text = (ROOT / "README.md").read_text()
+    text = readme_blocks.text()  # README.md and docs/
     start = text.index("From the command line, A and B are expressions")
     listed = " ".join(text[start:text.index("Only the modules named are imported", start)].split())
     missing = []
@@ -391,7 +392,8 @@ def test_the_readme_counts_the_bench_grids_cells():
     for quick in (True, False):
         spec = spec_from_filters(backends=[",".join(four)], devices=["cpu"], quick=quick)
         counts[quick] = sum(len(list(spec.cells(b, "cpu", capabilities(b).modes))) for b in spec.backends)
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gelulab bench"))
+    row = next(line for line in readme_blocks.text().splitlines()
+               if line.startswith("| `gelulab bench") and "--quick" in line)
     assert re.search(rf"`--quick` \({counts[True]} cells and the training step\)", row), row
     assert re.search(rf"the default grid \({counts[False]} cells with numpy, jax, torch and TensorFlow\)", row), row
 

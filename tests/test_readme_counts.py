@@ -1,4 +1,4 @@
-"""The README's counting prose matches the catalogue, the backend records, the known-fault table and the built-in
+"""The counting prose of README.md and docs/ matches the catalogue, the backend records, the known-fault table and the built-in
 grid (tests/readme_counts.py computes it; `python tests/readme_counts.py --write` regenerates the spans).
 
 References: the README itself (its spans are compared with what the records give now), the built-in grid's own
@@ -15,12 +15,16 @@ from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.moons.grid import DEFAULT_GRID
 
 
+def _text() -> str:
+    return "\n".join(page.read_text(encoding="utf-8") for page in RC.PAGES)
+
+
 def test_every_counts_span_is_current():
-    text = RC.README.read_text(encoding="utf-8")
+    text = _text()
     found = RC.spans(text)
     assert set(found) == set(RC.BLOCKS), f"README counts spans {sorted(found)}; generated blocks {sorted(RC.BLOCKS)}"
     stale = [name for name, texts in found.items() for t in texts if t != RC.BLOCKS[name]()]
-    assert not stale, f"README.md counts spans {stale} are stale: run `python tests/readme_counts.py --write`"
+    assert not stale, f"counts spans {stale} of README.md or docs/ are stale: run `python tests/readme_counts.py --write`"
 
 
 def test_grid_count_is_the_product_of_the_grid_files_axes():
@@ -33,7 +37,7 @@ def test_grid_count_is_the_product_of_the_grid_files_axes():
 
 
 def test_a_changed_number_is_caught():
-    text = RC.README.read_text(encoding="utf-8")
+    text = _text()
     name, body = next(iter(RC.spans(text).items()))
     damaged = text.replace(f"<!-- counts:{name} -->{body[0]}", f"<!-- counts:{name} -->{body[0]} and 1 more", 1)
     assert RC.rendered(damaged) == RC.rendered(text)  # regenerating repairs it
