@@ -104,9 +104,10 @@ def swap(model, to: str | Mapping[str, str] | None = None, impl: str | None = No
     if impl is not None:
         check_impl(impl)
     if isinstance(to, Mapping):
-        for v in to.values():
+        for k, v in to.items():  # both sides: an unknown key raises before anything is replaced
+            get_activation(k)
             get_activation(v)
-        target = dict(to).get
+        target = {get_activation(k).key: v for k, v in to.items()}.get
     elif to is None:
         def target(key):
             return key
@@ -115,7 +116,9 @@ def swap(model, to: str | Mapping[str, str] | None = None, impl: str | None = No
 
         def target(_):
             return key
-    wanted = None if only is None else set(only)
+    if isinstance(only, str):  # one key, not its letters
+        only = (only,)
+    wanted = None if only is None else {get_activation(k).key for k in only}
 
     def choose(was):
         if wanted is not None and was not in wanted:

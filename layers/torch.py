@@ -59,14 +59,16 @@ class Activation(torch.nn.Module):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.jit.is_scripting():  # TorchScript compiles this branch alone: impl "builtin" (__prepare_scriptable__)
             out = _scripted_builtin(self.key, input)
+            return input.copy_(out) if self.inplace else out
         else:
             if input.dtype not in _FLOATS:
                 raise TypeError(f"gelulab.layers.torch: got a torch.Tensor of dtype {input.dtype}; expected "
                                 "float16, bfloat16, float32 or float64")
             if self.impl == "formula" and onnx_exporting():
                 raise RuntimeError(_FORMULA_ONNX)
-            out = _function(self.key, self.impl)(input)
-        return input.copy_(out) if self.inplace else out
+            if not self.inplace:
+                return _function(self.key, self.impl)(input)
+            return _inplace(self.key, self.impl, input)
 
     def __prepare_scriptable__(self):
         """torch.jit.script calls this before compiling: impl "builtin" scripts (torch.nn.functional's op);
@@ -80,6 +82,14 @@ class Activation(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"key={self.key!r}, impl={self.impl!r}" + (", inplace=True" if self.inplace else "")
+
+
+def _inplace(key: str, impl: str, input: torch.Tensor) -> torch.Tensor:
+    """inplace=True: the result written into `input`, as torch.nn.ReLU / SiLU(inplace=True) do, autograd included:
+    the value is computed from a copy of the input when autograd records (its backward reads the input, which the
+    write would overwrite), from the input itself otherwise."""
+    source = input.clone() if torch.is_grad_enabled() and input.requires_grad else input
+    return input.copy_(_function(key, impl)(source))
 
 
 _FORMULA_ONNX = ("torch.onnx.export: gelulab's impl='formula' computes in float64 with erfc, which ONNX and ONNX "

@@ -269,3 +269,27 @@ def test_refused_model_inputs_exit_2_with_one_line(tmp_path):
         assert said in p.stderr, (argv, p.stderr)
     p = _cli("conv.pt", "--allow-pickle", "--example", "x.npy", cwd=tmp_path)
     assert p.returncode == 0 and "| gelu_none |" in p.stdout, p.stderr
+    # a text file given as --example is no .npy (np.load would call it pickled data); a garbage .keras is no zip
+    (tmp_path / "text.npy").write_text("hello")
+    (tmp_path / "garbage.keras").write_bytes(b"garbage" * 8)
+    for argv, said in [(["conv.pt", "--allow-pickle", "--example", "text.npy"], "not a .npy file"),
+                       (["conv.pt", "--allow-pickle", "--example", "none.npy"], "cannot read it"),
+                       (["garbage.keras"], "not a .keras file")]:
+        p = _cli(*argv, cwd=tmp_path)
+        assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (argv, p.stderr)
+        assert said in p.stderr, (argv, p.stderr)
+
+
+def test_gelulab_kernel_and_formula_layers_are_one_site_each():
+    # impl="kernel" traces to hundreds of aten ops (bit casts, masks, shifts): still one site per layer call, the
+    # variant its constructor names, within the kernel's documented 1 ULP (docs/in-your-model.md)
+    from gelulab.layers.torch import GELU, ReLU, SiLU
+
+    shared = GELU("tanh", impl="kernel")
+    model = nn.Sequential(nn.Linear(4, 4), shared, nn.Linear(4, 4), GELU(impl="kernel"), SiLU(impl="kernel"),
+                          GELU("sigmoid", impl="kernel"), ReLU(impl="formula"), GELU(impl="formula"), nn.Linear(4, 4),
+                          shared)
+    report = identify(model.eval())
+    assert variants(report) == ["gelu_tanh", "gelu_none", "silu", "gelu_sigmoid", "relu", "gelu_none", "gelu_tanh"]
+    for s in report.sites[:4] + report.sites[6:]:
+        assert s.ulps["bulk"].max <= 1.0, (s.path, s.ulps)

@@ -134,6 +134,32 @@ def test_torch_gelu_is_a_drop_in_for_torch_nn_gelu():
         GELU(impl="fast")
 
 
+@pytest.mark.usefixtures("api_path")
+@pytest.mark.parametrize("impl", ["builtin", "kernel", "formula"])
+def test_torch_inplace_relu_and_silu_backpropagate_as_torchs(impl):
+    # torch.nn.ReLU / SiLU(inplace=True) on a non-leaf tensor under autograd: the same values and input gradients
+    torch = requires("torch")
+    from gelulab.layers.torch import ReLU, SiLU
+
+    for ours, theirs in ((ReLU(inplace=True, impl=impl), torch.nn.ReLU(inplace=True)),
+                         (SiLU(inplace=True, impl=impl), torch.nn.SiLU(inplace=True))):
+        grads, outs = [], []
+        for module in (ours, theirs):
+            a = torch.from_numpy(GRID.copy()).requires_grad_()
+            b = a * 1.0
+            out = module(b)
+            assert out.data_ptr() == b.data_ptr()  # in place
+            out.sum().backward()
+            grads.append(a.grad.numpy())
+            outs.append(out.detach().numpy())
+        if impl == "builtin":  # torch's own op: bit for bit
+            np.testing.assert_array_equal(outs[0], outs[1])
+            np.testing.assert_array_equal(grads[0], grads[1])
+        else:
+            np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.training
 @pytest.mark.usefixtures("api_path")
 def test_readme_torch_block(tmp_path):

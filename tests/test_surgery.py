@@ -135,3 +135,16 @@ def test_readme_swap_block():
     requires("transformers")
     namespace = readme_blocks.run("Swap")
     assert len(namespace["records"]) == 2
+
+
+def test_unknown_keys_in_only_or_a_mapping_are_refused_and_a_string_only_is_one_key():
+    # docs/in-your-model.md: "Unknown keys raise ValueError before anything is replaced"
+    torch = requires("torch")
+    model = torch.nn.Sequential(torch.nn.GELU(), torch.nn.ReLU())
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        swap(model, to="relu", only=["gelu"])
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        swap(model, to={"gelu": "relu"})
+    assert [type(m) for m in model] == [torch.nn.GELU, torch.nn.ReLU]
+    records = swap(model, to="silu", only="gelu_none")  # one key, not the letters g, e, l, ...
+    assert [(r.path, r.was, r.now) for r in records] == [("0", "gelu_none", "silu")]

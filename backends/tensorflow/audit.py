@@ -92,6 +92,11 @@ def load_keras(path: Path):
             raise ValueError(f"{path}: the file holds Python code (a lambda or Lambda layer) that Keras runs only "
                              "with safe_mode=False; gelulab does not load it: rebuild the model in Python and pass "
                              "the model object") from e
+        import zipfile
+
+        if path.is_file() and path.suffix.lower() == ".keras" and not zipfile.is_zipfile(path):
+            raise ValueError(f"{path}: not a .keras file (a .keras file is a zip archive written by model.save)") \
+                from e
         raise ValueError(f"{path}: keras.models.load_model failed: {type(e).__name__}: {text[:200]}") from e
 
 

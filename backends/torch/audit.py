@@ -343,13 +343,37 @@ def _sites(ep, options) -> list:
             elementwise.add(n)
         else:
             roots[n] = frozenset([n])
+    # gelulab's own layers with impl "kernel" or "formula" trace to hundreds of ops (bit casts, masks, shifts) that
+    # no elementwise region holds whole: each call of such a layer is one site, its nodes cut out together
+    order = {n: i for i, n in enumerate(nodes)}
+    how = f"cut out of the torch.export graph, run eagerly by torch {torch.__version__} on float32 CPU tensors"
+    found, grouped = [], set()
+    for group in _gelulab_layer_calls(nodes):
+        outside = {a for m in group for a in m.all_input_nodes if a not in group
+                   and not (a.op == "placeholder" and a.name in consts) and a.op != "get_attr"}
+        if len(outside) != 1:
+            continue
+        root = next(iter(outside))
+        members = set(group)
+        out = max((m for m in group if any(u not in members for u in m.users)), key=order.get, default=None)
+        rv, ov = _val(root), _val(out) if out is not None else None
+        if out is None or not (_floating(root) and _floating(out)) or (
+                rv is not None and ov is not None and tuple(rv.shape) != tuple(ov.shape)):
+            continue
+        grouped |= members
+        ordered = [m for m in group if order[m] <= order[out]]
+        label = _gelulab_label(group)
+        found.append((order[out], Site(f"{label[0]}: {ordered[0].name} ... {out.name}" if len(ordered) > 8
+                                       else _path(ordered), f"{label[1]} ({len(ordered)} aten ops)"
+                                       if len(ordered) > 8 else _op(ordered), how,
+                                       probe=_probe(ordered, root, roots, consts, order))))
+    wholes = [n for n in wholes if n not in grouped]
+    elementwise -= grouped
     # candidate nodes: elementwise, depending on exactly one floating tensor
     cand = {n for n in elementwise if len(roots[n]) == 1}
     cand = {n for n in cand if _floating(next(iter(roots[n]))) and _floating(n)}
     # connected components among candidates with the same root
-    seen, found = set(), []
-    order = {n: i for i, n in enumerate(nodes)}
-    how = f"cut out of the torch.export graph, run eagerly by torch {torch.__version__} on float32 CPU tensors"
+    seen = set()
     for n in wholes:
         root = next(a for a in n.all_input_nodes if roots.get(a) != frozenset())
         found.append((order[n], Site(_path([n]), _op([n]), how, probe=_probe([n], root, roots, consts, order))))
@@ -378,6 +402,34 @@ def _sites(ep, options) -> list:
         found.append((order[out], Site(_path(ordered), _op(ordered), how,
                                        probe=_probe(ordered, root, roots, consts, order))))
     return [site for _, site in sorted(found, key=lambda t: t[0])]
+
+
+def _gelulab_layer_calls(nodes) -> list:
+    """The call_function nodes of each call of one of gelulab's torch layers (gelulab.layers.torch; read from the
+    nodes' nn_module_stack, innermost module), one list per call in the graph's order."""
+    groups, current, key = [], [], None
+    for n in nodes:
+        stack = n.meta.get("nn_module_stack") if n.op == "call_function" else None
+        last = list(stack.items())[-1] if stack else None
+        cls = str(last[1][1]) if last and len(last[1]) > 1 else ""
+        k = last[0] if "gelulab.layers.torch." in cls else None
+        if k is not None and k == key:
+            current.append(n)
+            continue
+        if current:
+            groups.append(current)
+        current, key = ([n], k) if k is not None else ([], None)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _gelulab_label(group) -> tuple[str, str]:
+    """(module path, class name) of a group of _gelulab_layer_calls."""
+    path, cls = list(group[0].meta["nn_module_stack"].values())[-1][:2]
+    path = str(path).replace("L['self'].", "").replace("L__self___", "")
+    cls = str(cls).split("'")[1] if "'" in str(cls) else str(cls)
+    return path, cls
 
 
 def _floating(node) -> bool:
@@ -435,6 +487,9 @@ def _op(ordered) -> str:
 def _probe(ordered, root, roots, consts, order):
     """float32 numpy array -> float32 numpy array: the region's nodes evaluated eagerly on a CPU tensor."""
 
+    rv = _val(root)
+    example_shape = tuple(int(d) for d in rv.shape) if rv is not None else None
+
     def run(x):
         import numpy as np
         import torch
@@ -463,7 +518,11 @@ def _probe(ordered, root, roots, consts, order):
                 kwargs = {k: value(v) for k, v in n.kwargs.items()}
                 if kwargs.get("device") is not None:
                     kwargs["device"] = torch.device("cpu")
-                env[n] = n.target(*value(n.args), **kwargs)
+                args = value(n.args)
+                if _packet(n) in ("full", "empty", "zeros", "ones") and example_shape is not None and args and \
+                        tuple(args[0]) == example_shape:  # made with the example's shape: the probe's now
+                    args = (tuple(env[root].shape), *args[1:])
+                env[n] = n.target(*args, **kwargs)
         y = env[ordered[-1]]
         return y.detach().to("cpu").float().numpy() if y.dtype != torch.float32 else y.detach().numpy()
 

@@ -171,6 +171,13 @@ def _run_models(args, paths) -> int:
         import numpy as np
 
         try:
+            with open(args.example, "rb") as f:
+                magic = f.read(6)
+        except OSError as e:
+            raise ValueError(f"--example {args.example}: cannot read it ({' '.join(str(e).split())[:120]})") from e
+        if magic != b"\x93NUMPY":  # np.load would take a text file for a pickle
+            raise ValueError(f"--example {args.example}: not a .npy file (np.save writes one)")
+        try:
             example = np.load(args.example, allow_pickle=False)
         except (OSError, ValueError, EOFError) as e:
             raise ValueError(f"--example {args.example}: not a .npy array numpy loads without pickle "
