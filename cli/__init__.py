@@ -1,4 +1,4 @@
-"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify | merge | verify`.
+"""gelulab command line: `gelulab run | parity | moons | bench | swap | identify | merge | verify | warmup`.
 
 The only module that imports experiments and benchmarks. Each command module provides
 `add_arguments(parser)` and `run(args) -> int`; `gelulab run` is the main job (parity summary + moons with a few
@@ -26,6 +26,8 @@ COMMANDS = {
     "merge": ("gelulab.experiments.merge.command", "results of several machines, devices or versions side by side"),
     "verify": ("gelulab.experiments.verify.command",
                "every float32 input (or a stride of them) through each backend's float32 kernel, against the correctly rounded value"),
+    "warmup": ("gelulab.experiments.warmup.command",
+               "build torch's float32 kernel loops (impl=\"kernel\") ahead, once per machine and version"),
 }
 
 

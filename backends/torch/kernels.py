@@ -1,31 +1,49 @@
 """PyTorch glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over torch, each kernel as a
 torch.autograd.Function whose backward is the next kernel (f' then f''), so torch.autograd.grad(...,
-create_graph=True) and torch.func.vjp compose to second order, and one fused kernel per call in eager mode.
+create_graph=True) and torch.func.vjp compose to second order, and one fused loop per call in eager mode.
 
-Eager calls run the kernel through torch.compile (inductor): one fused loop instead of a hundred elementwise passes,
-built once per kernel and device for every shape (the input is flattened to one dynamic dimension; sizes 0 and 1,
-which dynamo specialises, and calls inside torch.func transforms take the float64 path below). The build takes
-seconds to a minute, so it never stalls the caller: by default (GELULAB_KERNEL_COMPILE=background) calls compute
-through gelulab's float64 formula and closed-form derivatives (core.numerics.formulas; the same accuracy contract, slower
-per call), and once a kernel's calls have spent BUILD_AFTER_S seconds that way its loop is built in a background
-thread; calls switch to it when it is built. Calls below LOOP_MIN_NUMEL elements keep the float64 path under this
-policy (faster there than a call of the loop) and never start a build. The build thread is not a daemon (one cut short at exit aborts the
-process); a build still running when the program ends stops there, silently. Short scripts, which never reach
-BUILD_AFTER_S, never build. Calls whose result is differentiated, and calls under global state the loop was not
-built for (autocast, another thread count), keep the float64 path (_Compiled._loop); calls in inference mode run
-the loop outside it. GELULAB_KERNEL_COMPILE=wait builds in the calling thread (the measurements of `gelulab parity`, `verify` and
-`bench` run the compiled loop itself), `off` never compiles. Where inductor cannot build (no C++ compiler) one
-RuntimeWarning says so and the float64 path serves every call. Inside a torch.compile'd caller (with gradients,
-through twin Functions that have no custom jvp and call plain functions, which dynamo traces without breaking the
-graph) a CPU tensor's kernel call is one opaque op of the caller's graph, gelulab::kernel or gelulab::kernel_pair,
-which runs the eager loop (_opaque); whether a call is traced is asked of this thread (_tracing), not of torch's
-process-wide compiling flag, which a build in another thread sets; on other devices and under torch.export the kernel's ops are traced into the
-graph (NS); torch.jit.trace and torch.onnx.export (both exporters) record them without bit
-casts (PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the eager
-loop uses CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a
-per-element store/load round trip): the same accuracy contract, other bits on about 0.1-0.5 % of inputs, 2.9x
-faster (exact GELU at 8x128x1536 float32 on one Xeon thread: 5.5 ms instead of 16.0 ms); a recorded graph keeps
-NS (_recording).
+Eager calls run the kernel through a loop compiled ahead of time by AOTInductor: one fused C++ loop instead of a
+hundred elementwise passes, one per kernel (orders (0,), (1,), (2,), (0, 1)) and device for every shape (the
+input is flattened to one dimension of dynamic length). The loop is never built in the user's process: a child
+process (`python -m gelulab.backends.torch.kernel_build`, build_package) runs torch.export of a small module
+computing the kernel on a 1-D float32 tensor and torch._inductor.aoti_compile_and_package, one thread, into
+GELULAB_KERNEL_CACHE (default $XDG_CACHE_HOME/gelulab/torch-kernels), one .pt2 file per kernel, keyed by torch
+and gelulab version, the CPU's capability and feature flags and a digest of the kernel code (_package_path).
+The process that calls the kernel only loads that file (torch._C._aoti.AOTIModelPackageLoader: a dlopen; no
+dynamo, no fx tracing, no compiler, nothing process-wide patched; measured 1.4-1.9 ms) and calls it, so a build
+can never disturb its other threads (an in-process torch.compile build patched torch.nn.Module.__call__ for the
+whole process: user threads died with "module is not installed as a submodule"). Measured on this 2-core Intel
+Xeon (AVX-512), one thread: a build takes 11 s (ReLU) to 25-45 s (exact GELU) per kernel in the child, more for
+tanh GELU's f'; exact GELU at 8x128x1536 float32 7.5 ms a call (torch.nn.GELU 0.6 ms; the former in-process
+torch.compile loop 5.7 ms: AOTInductor's code of the same ops is 1.3x slower here), bit for bit what the kernel's
+ops compute eagerly with CPU_NS, within 1 ULP of mpmath. The loop runs on the calling thread (no OpenMP).
+
+Until a kernel's loop is loaded, calls compute through gelulab's float64 formula and closed-form derivatives
+(core.numerics.formulas; the same accuracy contract, slower per call), _CHUNK elements at a time into outputs
+allocated once where autograd does not differentiate those ops (a few MiB of temporaries; whole, they took 9x the
+input's bytes). The first call of a kernel looks for its file and loads it (a `gelulab warmup` or an earlier build
+made it). Otherwise GELULAB_KERNEL_COMPILE (core.plumbing.config) decides: "background" (default) starts the
+child once the kernel's float64 calls of at least LOOP_MIN_NUMEL elements have spent BUILD_AFTER_S, and later
+calls poll it (Popen.poll) and load its file when it has ended, so short scripts never build; "wait" starts it
+(or joins a running one) and waits (the measurements of `gelulab parity`, `verify` and `bench`, and the test
+suite); "off" never builds or loads (the float64 path serves every call). No thread is started in any case. The
+child dies with its parent (PR_SET_PDEATHSIG set in the child, core.plumbing.interrupts.die_with_parent, or a
+watch of the parent's pid where a user's thread that may end first started it), and an atexit handler kills it,
+so a script ends within a second of its last line while a build runs (the build is lost; `gelulab warmup`
+builds ahead, once per machine and version). Where the build fails (no C++ compiler) one RuntimeWarning says why
+and the float64 path serves every call. Calls of 0 or 1 elements, calls inside torch.func transforms and calls
+whose result is differentiated through the float64 ops take that path; calls in inference mode run the loop.
+
+Inside a torch.compile'd caller (with gradients, through twin Functions that have no custom jvp and call plain
+functions, which dynamo traces without breaking the graph) a CPU tensor's kernel call is one opaque op of the
+caller's graph, gelulab::kernel or gelulab::kernel_pair, which runs the eager loop (or the float64 path while none
+is loaded: _opaque); whether a call is traced is asked of this thread (_tracing), not of torch's process-wide
+compiling flag, which another thread's compile sets; on other devices and under torch.export the kernel's ops are
+traced into the graph (NS); torch.jit.trace and torch.onnx.export (both exporters) record them without bit casts
+(PORTABLE_NS: the same bits), so a traced or ONNX model computes the kernel's values. On CPUs the loop uses
+CPU_NS, which splits and compares floats without bit casts (inductor's C++ writes each bit cast as a per-element
+store/load round trip): the same accuracy contract, other bits on about 0.1-0.5 % of inputs, 2.9x faster; a
+recorded graph keeps NS (_recording).
 With gradients enabled, the forward computes the value and f' in one loop (they share the exponential) and the
 backward multiplies by the saved f' unless a graph of the backward is asked for (create_graph), in which case it
 calls the f' kernel as a Function of its own. bfloat16/float16 are computed in float32 and rounded once; no
@@ -33,8 +51,16 @@ global torch setting is changed.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
+import hashlib
 import math
+import os
+import platform
 import struct
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import types
@@ -54,11 +80,10 @@ from gelulab.core.plumbing import config
 
 NAME = "torch"
 BUILD_AFTER_S = 0.5  # background builds start once a kernel's float64 calls have taken this long
-# Under the default policy (background), calls with fewer elements than this take the float64 path even once the
-# loop is built, and do not count towards BUILD_AFTER_S: a call of the compiled loop costs about 0.11 ms before
-# its first element (dynamo's guards, its float arguments, inductor's wrapper), the float64 path 0.025 ms. Measured,
-# exact GELU, one Xeon thread, median per call: 1024 floats 0.116 ms by the loop, 0.031 ms by the float64 path;
-# 16384: 0.19 and 0.13 ms; 65536: 0.33 and 0.49 ms (torch.nn.GELU: 0.009, 0.013, 0.028 ms).
+# Under the default policy (background), only calls of at least this many elements count towards BUILD_AFTER_S and
+# start a build: a short script of small calls never builds. Once loaded, the loop serves calls of every size of 2
+# or more (AOTInductor's call costs about 0.025 ms before its first element: 1024 floats 0.030 ms by the loop,
+# 0.031 ms by the float64 path, 0.019 ms by torch.nn.GELU; exact GELU, one Xeon thread).
 LOOP_MIN_NUMEL = 16384
 _build_failed = []  # the first failure of an inductor build, warned about once per process
 
@@ -232,22 +257,6 @@ def onnx_exporting() -> bool:
     return not _tracing() and bool(GLOBALS.in_onnx_export)
 
 
-def _recompile_room():
-    """dynamo's recompile limits raised for the duration of one build (or, in tests, one call of a built loop: the
-    traced functions of the Functions share code objects); the host's settings are left as they are."""
-    cfg = torch._dynamo.config
-    return cfg.patch(recompile_limit=max(cfg.recompile_limit, 4096),
-                     accumulated_recompile_limit=max(cfg.accumulated_recompile_limit, 16384))
-
-
-def _own_code(fn, name: str):
-    """A copy of the function fn with a code object of its own, named `name`. dynamo keeps compiled variants, and
-    counts them against its recompile limit, per code object: with one copy per kernel, each loop's variants are
-    its own, and a call's guard check never walks another kernel's entries."""
-    code = fn.__code__.replace(co_name=name, co_qualname=name)
-    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-
-
 def _dense(t) -> bool:
     """Whether t's elements fill its memory without gaps or overlaps in some order of its dimensions (contiguous,
     channels-last, transposed; not sliced or expanded)."""
@@ -259,26 +268,203 @@ def _dense(t) -> bool:
     return True
 
 
-def _state() -> tuple:
-    """The global torch state dynamo guards a compiled loop on, beyond its input and inference mode (the loop runs
-    outside it): CPU autocast, the default dtype and the intra-op thread count (measured: a change of any of them
-    recompiles, 1.5-6 s)."""
-    return (torch.is_autocast_enabled("cpu"), torch.get_default_dtype(), torch.get_num_threads())
+def _device_tag(device: torch.device) -> str:
+    """What a package's machine code depends on besides the versions: the CPU's vector capability and a digest of
+    its feature flags (inductor compiles with -march=native), or a GPU's compute capability."""
+    if device.type == "cpu":
+        flags = ""
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+                flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+        except OSError:
+            pass
+        digest = hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:8]
+        return f"cpu-{torch.backends.cpu.get_cpu_capability()}-{digest}"
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"cuda-sm{major}{minor}"
+    return device.type
+
+
+@cache
+def _source_digest() -> str:
+    """A digest of the code a package's loop is made from (the kernels, their coefficients, the namespaces and the
+    build) and the inductor setting the namespace depends on, so an edited checkout never loads a stale package."""
+    import inspect
+
+    from gelulab.core.numerics import kernel_coeffs
+
+    h = hashlib.sha256()
+    for mod in (K, kernel_coeffs):
+        with open(mod.__file__, "rb") as f:
+            h.update(f.read())
+    parts = [_Compiled._run, _namespace, build_package]  # functions' sources (from their code objects: quick)
+    parts += [(name, getattr(f, "__func__", f)) for ns in (_Namespace, _PortableNamespace, _CpuNamespace)
+              for name, f in vars(ns).items() if isinstance(f, staticmethod)]
+    for part in parts:
+        fn = part[1] if isinstance(part, tuple) else part
+        h.update((inspect.getsource(fn) if isinstance(fn, types.FunctionType) else f"{part[0]}={getattr(fn, '__name__', type(fn).__name__)}").encode())
+    h.update(str(_inductor_config.cpp.enable_floating_point_contract_flag).encode())
+    return h.hexdigest()[:12]
+
+
+def _package_path(key: str, orders: tuple, device: torch.device) -> str:
+    """The cache file of a kernel's AOTInductor package: GELULAB_KERNEL_CACHE (default
+    $XDG_CACHE_HOME/gelulab/torch-kernels), one file per kernel, orders, device kind, torch and gelulab version
+    and source digest."""
+    from gelulab import __version__
+
+    def clean(v):
+        return "".join(c if c.isalnum() or c in "._-" else "_" for c in str(v))
+
+    name = (f"{key}-{''.join(map(str, orders))}-{_device_tag(device)}-torch{clean(torch.__version__)}"
+            f"-gelulab{clean(__version__)}-{_source_digest()}.pt2")
+    return os.path.join(config.kernel_cache(), name)
+
+
+def _load(path: str, device: torch.device):
+    """The loop of the package at `path` as a function of a 1-D float32 tensor (a tensor, or a tuple for several
+    orders), or None where there is none. A dlopen of its shared object: no dynamo, no tracing, no compiler
+    (measured 1.4 ms). A package that cannot be loaded (cut short, another build's) is removed."""
+    if not os.path.exists(path):
+        return None
+    try:
+        runner = torch._C._aoti.AOTIModelPackageLoader(
+            path, "model", False, _RUNNERS, -1 if device.type == "cpu" else (device.index or 0))
+    except Exception:  # noqa: BLE001 - a damaged package: built again where a build is allowed
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return None
+
+    def loop(flat):
+        out = runner.boxed_run([flat])
+        return tuple(out) if len(out) > 1 else out[0]
+
+    return loop
+
+
+_children = []  # the build processes this process started (killed at exit)
+
+
+def _kill_children() -> None:
+    """At exit: kill the builds still running, so the program ends now, not when they end (atexit)."""
+    for proc in _children:
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+    for proc in _children:
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=1.0)
+
+
+def _start_build(key: str, orders: tuple, device: torch.device) -> subprocess.Popen:
+    """Start the child process that builds a kernel's package (gelulab.backends.torch.kernel_build): nothing of the
+    build runs in this process. It dies with this process (PR_SET_PDEATHSIG, set in the child; where the
+    starting thread is not the main thread, which may end first, the child watches its parent instead) and is
+    killed at exit. Its stderr goes to a temporary file, read if it fails."""
+    if not _children:
+        atexit.register(_kill_children)
+    main = threading.current_thread() is threading.main_thread()
+    cmd = [sys.executable, "-m", "gelulab.backends.torch.kernel_build", key, ",".join(map(str, orders)),
+           str(device), _package_path(key, orders, device), str(os.getpid()), "main" if main else "thread"]
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _built, once the child has ended
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, close_fds=True)
+    proc.gelulab_log = log
+    _children.append(proc)
+    return proc
+
+
+def _built(proc: subprocess.Popen, key: str, orders: tuple, device: torch.device):
+    """The loop of a finished build, or None (warned about once per process) where the child failed."""
+    loop = _load(_package_path(key, orders, device), device) if proc.returncode == 0 else None
+    if loop is None:
+        proc.gelulab_log.seek(0)
+        lines = proc.gelulab_log.read().decode("utf-8", "replace").strip().splitlines()
+        why = lines[-1] if lines else f"exit status {proc.returncode}"
+        first = not _build_failed
+        _build_failed.append(why)
+        if first:
+            warnings.warn(f"gelulab: could not build the float32 kernels' loop ({why}); eager torch calls compute "
+                          "in float64 instead (same accuracy, slower). A C++ compiler on PATH (g++) gives the fast "
+                          "loop.", RuntimeWarning, stacklevel=4)
+    proc.gelulab_log.close()
+    return loop
+
+
+def build_package(key: str, orders: tuple, device: str, path: str) -> None:
+    """Build the AOTInductor package of kernel `key` (orders) for `device` at `path` (written whole, then renamed
+    into place). Run by the child process (kernel_build), never in a user's process: torch.export traces a small
+    module computing the kernels on a 1-D float32 tensor of dynamic length (at least 2), and
+    torch._inductor.aoti_compile_and_package compiles it to a shared object, one thread."""
+    import torch._inductor
+
+    k = _kernels(key)[_WHICH[tuple(orders)]]
+    x = torch.linspace(-4.0, 4.0, 64, device=device)
+    ns = _namespace(x)
+
+    class Kernel(torch.nn.Module):
+        def forward(self, v):
+            return k._run(v, ns)
+
+    n = torch.export.Dim("n", min=2)
+    ep = torch.export.export(Kernel(), (x,), dynamic_shapes=({0: n},))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path[:-4]}.{os.getpid()}.tmp.pt2"
+    try:
+        torch._inductor.aoti_compile_and_package(ep, package_path=tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+    prefix = os.path.basename(path).split("-torch")[0] + "-torch"  # the same kernel of another version: stale
+    for old in os.listdir(os.path.dirname(path)):
+        if old.startswith(prefix) and old.endswith(".pt2") and ".tmp." not in old and old != os.path.basename(path):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(os.path.dirname(path), old))
+
+
+def warmup(keys=None, device: str = "cpu") -> list[str]:
+    """Build (in child processes, one kernel at a time) and load every kernel of the catalogue entries `keys`
+    (default: every entry with a kernel) for `device`, so that this process and every later one on this machine
+    (same torch and gelulab versions) runs their loops from the first call. Already built kernels are loaded, not
+    built again. Returns the package files. Raises RuntimeError naming the kernel whose build failed."""
+    keys = [k for k, a in ACTIVATIONS.items() if a.kernel is not None] if keys is None else list(keys)
+    dev = torch.device(device)
+    paths = []
+    for key in keys:
+        for k in _kernels(key):
+            path = _package_path(k.key, k.orders, dev)
+            loop = k._ready.get(dev.type) or _load(path, dev)
+            if loop is None:
+                proc = _start_build(k.key, k.orders, dev)
+                proc.wait()
+                loop = _built(proc, k.key, k.orders, dev)
+                if loop is None:
+                    raise RuntimeError(f"the {key} kernel (orders {k.orders}) could not be built: {_build_failed[-1]}")
+            with k._lock:
+                k._ready[dev.type] = loop
+                k._looked.add(dev.type)
+            paths.append(path)
+    return paths
+
+
+_CHUNK = 1 << 16  # elements per chunk of the float64 path (at most a few MiB of float64 temporaries)
+_RUNNERS = 4  # model instances per loaded loop: calls from up to this many threads run at once
 
 
 class _Compiled:
     """A float32 kernel (or tuple of kernels sharing their work: orders, e.g. (0, 1) for f and f') of catalogue
-    entry `key`, run eagerly through torch.compile once it is built (module docstring; bfloat16/float16 are cast
-    outside it, so no dtype recompiles) and traced as plain ops under a compiler. Returns a tensor of the input's
+    entry `key`, run eagerly through its AOTInductor loop once that is built and loaded (module docstring;
+    bfloat16/float16 are cast outside it) and traced as plain ops under a compiler. Returns a tensor of the input's
     dtype and shape, or a tuple for a tuple of kernels."""
 
     def __init__(self, key, orders, *fns, bf16=False):
         self.key, self.orders, self.fns = key, orders, fns
         self.bf16 = bf16  # True for GELU-form value kernels: the bfloat16 tie of core.numerics.kernels.kernel_function
-        self._ready = {}  # device type -> the compiled loop, or None where it could not be built
-        self._building = {}  # device type -> an Event set once its build has ended
+        self._ready = {}  # device type -> the loaded loop, or None where it could not be built
+        self._builds = {}  # device type -> the child process building its package (subprocess.Popen)
+        self._looked = set()  # device types whose package was looked for in the cache before any build
         self._float64_s = 0.0  # seconds its calls have spent on the float64 path
-        self._built_state = None  # the global state the loop was built under (_state)
         self._lock = threading.Lock()
 
     def _run(self, x, ns=None):
@@ -288,47 +474,43 @@ class _Compiled:
 
     def _float64(self, x):
         """The same values by gelulab's float64 formula and closed forms (core.numerics.formulas), rounded once to x's
-        dtype: no compiler, any shape, inside any torch.func transform."""
+        dtype: no compiler, any shape, inside any torch.func transform. Where autograd or a transform does not
+        differentiate or batch the float64 ops (no gradient recorded, no forward tangent, no torch.func level), it
+        computes _CHUNK elements at a time into outputs allocated once: extra memory a few MiB, whatever x's size
+        (computed whole, the float64 temporaries took 9x the input's bytes)."""
+        if (x.numel() <= _CHUNK or (x.requires_grad and torch.is_grad_enabled())
+                or torch._C._functorch.maybe_current_level() is not None
+                or (fwAD._current_level >= 0 and fwAD.unpack_dual(x).tangent is not None)):
+            return self._float64_whole(x)
+        with torch.no_grad():
+            dense = _dense(x)
+            src = x.as_strided((x.numel(),), (1,), x.storage_offset()) if dense else x.reshape(-1)
+            outs = [torch.empty_like(x) if dense else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                    for _ in self.orders]
+            flats = [o.as_strided((o.numel(),), (1,), o.storage_offset()) for o in outs]
+            for i in range(0, src.numel(), _CHUNK):
+                part = self._float64_whole(src[i:i + _CHUNK])
+                for flat, p in zip(flats, part if isinstance(part, tuple) else (part,)):
+                    flat[i:i + _CHUNK] = p
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+    def _float64_whole(self, x):
         act = get_activation(self.key)
         out = tuple(act.formula(_xp, x) if o == 0 else closed_form(act, _xp, x.double(), o).to(x.dtype)
                     for o in self.orders)
         return out if len(out) > 1 else out[0]
 
-    def _build(self, device: torch.device, done: threading.Event) -> None:
-        self._built_state = _state()
-        run = types.MethodType(_own_code(_Compiled._run, f"_run_{self.key}_{''.join(map(str, self.orders))}"), self)
-        compiled = torch.compile(run, fullgraph=True, dynamic=True)
-        try:
-            with torch.no_grad(), _recompile_room():
-                compiled(torch.linspace(-4.0, 4.0, 64, device=device))
-        except Exception as e:  # noqa: BLE001 - inductor could not build the loop (e.g. no C++ compiler)
-            compiled = None
-            if not threading.main_thread().is_alive():  # the program ended during the build: nothing to say
-                return
-            with self._lock:
-                first = not _build_failed
-                _build_failed.append(e)
-            if first:
-                warnings.warn(f"gelulab: torch.compile could not build the float32 kernels ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}); eager torch calls compute in float64 "
-                              "instead (same accuracy, slower). A C++ compiler on PATH (g++) gives the fast loop.",
-                              RuntimeWarning, stacklevel=2)
-        finally:
-            self._ready[device.type] = compiled
-            done.set()
-
     def _loop(self, x):
-        """The compiled loop for x's device; None (the float64 path serves the call) while it is being built, where
-        it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1 (and, under the default policy,
-        below LOOP_MIN_NUMEL elements, where the float64 path is faster), inside a torch.func transform
-        (vmap, grad, hessian), for a call whose result is differentiated (x requires grad with grad mode on, or
-        carries a forward-mode tangent: autograd differentiates the float64 ops) and under global state the loop
-        was not built for (autocast, another default dtype or thread count), where calling it would recompile in
-        the caller. Inference mode is left for the loop's call (__call__)."""
+        """The loaded loop for x's device; None (the float64 path serves the call) while it is being built, where
+        it cannot be built, under GELULAB_KERNEL_COMPILE=off, for sizes 0 and 1, inside a torch.func transform
+        (vmap, grad, hessian) and for a call whose result is differentiated (x requires grad with grad mode on, or
+        carries a forward-mode tangent: autograd differentiates the float64 ops). Without a loaded loop it looks
+        once for the kernel's package in the cache (a `gelulab warmup` or an earlier build made it) and loads it;
+        otherwise, under the default policy (background), a call of at least LOOP_MIN_NUMEL elements made once the
+        kernel's calls have spent BUILD_AFTER_S on the float64 path starts the child process that builds it, and
+        later calls poll it; under `wait` the call starts it (or joins a running one) and waits."""
         policy = config.kernel_compile()
         if policy == "off" or x.numel() < 2 or torch._C._functorch.maybe_current_level() is not None:
-            return None
-        if policy == "background" and x.numel() < LOOP_MIN_NUMEL:
             return None
         if x.requires_grad and torch.is_grad_enabled():
             return None
@@ -336,22 +518,33 @@ class _Compiled:
             return None
         dev = x.device.type
         if dev in self._ready:
-            return self._ready[dev] if _state() == self._built_state else None
-        if policy == "background" and self._float64_s < BUILD_AFTER_S:
-            return None
+            return self._ready[dev]
+        return self._obtain(x.device, policy, x.numel())
+
+    def _obtain(self, device: torch.device, policy: str, numel: int):
+        dev = device.type
         with self._lock:
-            done = self._building.get(dev)
-            start = done is None
-            if start:
-                done = self._building[dev] = threading.Event()
-        if start and policy == "wait":
-            self._build(x.device, done)
-        elif start:  # not a daemon (a daemon build cut short at exit aborts the process); at exit it stops silently
-            threading.Thread(target=self._build, args=(x.device, done), name=f"gelulab-compile-{self.key}").start()
-            return None
-        elif policy == "wait":
-            done.wait()
-        return self._ready.get(dev)
+            if dev in self._ready:
+                return self._ready[dev]
+            proc = self._builds.get(dev)
+            if proc is None:
+                if dev not in self._looked:  # a package built before this process (or by another one)
+                    self._looked.add(dev)
+                    loop = _load(_package_path(self.key, self.orders, device), device)
+                    if loop is not None:
+                        self._ready[dev] = loop
+                        return loop
+                if policy == "background" and (numel < LOOP_MIN_NUMEL or self._float64_s < BUILD_AFTER_S):
+                    return None
+                proc = self._builds[dev] = _start_build(self.key, self.orders, device)
+            if policy != "wait" and proc.poll() is None:  # still building: never waited for
+                return None
+        if policy == "wait":
+            proc.wait()
+        with self._lock:
+            if dev not in self._ready and self._builds.get(dev) is proc:
+                self._ready[dev] = _built(proc, self.key, self.orders, device)
+            return self._ready.get(dev)
 
     def __call__(self, x):
         dtype = x.dtype
@@ -371,11 +564,13 @@ class _Compiled:
                 return y
             xf = x.detach() if dtype == torch.float32 else x.detach().to(torch.float32)
             dense = _dense(xf)  # its memory is its elements in some order: the result keeps the layout
-            flat = xf.as_strided((xf.numel(),), (1,), xf.storage_offset()) if dense else xf.reshape(-1)
-            try:  # the loop runs outside inference mode, on a normal tensor: the state it was built for
-                with torch.inference_mode(False), torch.no_grad():
-                    y = loop(flat.clone() if flat.is_inference() else flat)
-            except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays built for the next ones
+            # the loop reads its input as contiguous memory: a view that is not (an expanded tensor reshapes to a
+            # stride-0 view) is copied first
+            flat = xf.as_strided((xf.numel(),), (1,), xf.storage_offset()) if dense else xf.reshape(-1).contiguous()
+            try:
+                with torch.no_grad():
+                    y = loop(flat)
+            except Exception:  # noqa: BLE001 - this call cannot run the loop; it stays loaded for the next ones
                 return self._float64(x)
             back = (lambda v: v.as_strided(x.shape, xf.stride())) if dense else (lambda v: v.reshape(x.shape))
             y = tuple(back(v) for v in y) if isinstance(y, tuple) else back(y)

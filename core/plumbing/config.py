@@ -8,11 +8,17 @@ GELULAB_THREADS  threads per framework (intra-op), default 1, at most max_thread
                  torch training ran 4x slower when another process was busy, 1-thread runs were unaffected; far
                  more threads than cores only add contention (100000 made a framework's thread pool fail with
                  MemoryError).
-GELULAB_KERNEL_COMPILE  how eager calls of a compiled float32 kernel get their compiled loop (torch):
-                 "background" (default: the float64 formula serves calls until the loop, built in a background
-                 thread once the float64 calls have cost half a second, is ready, and serves calls of fewer than
-                 16384 elements throughout, where it is faster), "wait" (built in the calling
-                 thread on the first call: what `gelulab` commands and the test suite measure) or "off" (never).
+GELULAB_KERNEL_COMPILE  how eager calls of torch's float32 kernels (impl="kernel") get their compiled loop, an
+                 AOTInductor package built by a child process (never in the calling process) into
+                 GELULAB_KERNEL_CACHE and loaded with a dlopen (1.4 ms): "background" (default: the float64
+                 formula serves calls until the loop is built; a kernel's build starts once its float64 calls of
+                 at least 16384 elements have cost half a second, and is killed if the program ends first),
+                 "wait" (a call without a loop starts the build and waits for it, 40-50 s per kernel on a 2-core
+                 Xeon: what `gelulab` commands and the test suite measure) or "off" (never built nor loaded: the
+                 float64 path serves every call). A package already in the cache is loaded under "background"
+                 and "wait" at the first call; `gelulab warmup` builds them ahead.
+GELULAB_KERNEL_CACHE  the folder of those packages (default $XDG_CACHE_HOME/gelulab/torch-kernels, or
+                 ~/.cache/gelulab/torch-kernels); one file per kernel, torch and gelulab version and CPU.
 GELULAB_REFERENCE_CACHE  a folder where the parity engine keeps the correctly rounded mpmath references between
                  runs (core.parity.reference_store; unset: computed in every process, about 17 s for all of them).
 """
@@ -32,6 +38,18 @@ def kernel_compile() -> str:
     if v not in KERNEL_COMPILE:
         raise ValueError(f"{KERNEL_COMPILE_ENV}={v!r}; expected one of {list(KERNEL_COMPILE)}")
     return v
+
+
+KERNEL_CACHE_ENV = "GELULAB_KERNEL_CACHE"
+
+
+def kernel_cache() -> str:
+    """The folder of torch's built kernel loops (GELULAB_KERNEL_CACHE; see the module docstring)."""
+    v = os.environ.get(KERNEL_CACHE_ENV, "").strip()
+    if v:
+        return os.path.abspath(os.path.expanduser(v))
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
+    return os.path.join(base, "gelulab", "torch-kernels")
 
 
 def device() -> str:

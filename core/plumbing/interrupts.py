@@ -103,14 +103,16 @@ def dropped_interrupts_sent_again(delay_s: float = 0.02):
         sys.unraisablehook = previous
 
 
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, *, starter_may_end: bool = False) -> None:
     """Make this process (a worker, a filter) end when `parent_pid`, the process that started it, dies by any means,
     SIGKILL included, so no worker is left burning the cores after its command is gone. On Linux it asks the kernel
     for SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG, man 2 prctl; the kernel sends it when the parent's
-    starting thread ends, so start workers from a thread that lives as long as they do); elsewhere a daemon
-    thread checks os.getppid() every 0.5 s. Exits at once (os._exit(1)) when the parent has already died. Call it
-    first thing in the child (a ProcessPoolExecutor initializer with initargs=(os.getpid(),)). Raises nothing."""
-    if sys.platform.startswith("linux"):
+    starting thread ends, so start workers from a thread that lives as long as they do); elsewhere, and with
+    starter_may_end (the parent started it from a thread that may end before the process does, e.g. a user's
+    worker thread), a daemon thread checks os.getppid() every 0.5 s instead. Exits at once (os._exit(1)) when the
+    parent has already died. Call it first thing in the child (a ProcessPoolExecutor initializer with
+    initargs=(os.getpid(),)). Raises nothing."""
+    if sys.platform.startswith("linux") and not starter_may_end:
         import ctypes
 
         try:
