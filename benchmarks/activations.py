@@ -96,6 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "builtin vs kernel vs formula side by side, and the torch layer's first calls; "
                              "writes model.json and model.md to --out (--backend, --impl, --mode, --threads, "
                              "--seed, --min-run-s apply)")
+    parser.add_argument("--subject", action="append", metavar="V[,V...]",
+                        help="with --model only: which parts run (default all): bert, bert-tanh, block, mlp, "
+                             "overhead, exit, first-call (benchmarks/model.py)")
     parser.add_argument("--out", default="results/bench", help="output folder (default results/bench)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads per framework (gelulab.reproducible(threads=N) before the backends load; default "
@@ -312,6 +315,8 @@ def run(args) -> int:
     if getattr(args, "bench_command", None) == "compare":
         return compare_command(args)
     check_options(args)
+    if getattr(args, "subject", None) and not getattr(args, "model", False):
+        raise ValueError("--subject applies to --model only")
     if getattr(args, "model", False):
         from gelulab.benchmarks import model
 

