@@ -1,11 +1,13 @@
 """`gelulab warmup [--activation KEY[,KEY...]] [--device cpu]`: build torch's float32 kernel loops ahead.
 
-Builds, in child processes (one kernel at a time, never in this process), the AOTInductor loop of each torch
+Only for impl="kernel", which is opt-in: gelulab's default in your model is the framework's own op, which needs
+no warm-up. Builds, in child processes (one kernel at a time, never in this process), the AOTInductor loop of each torch
 float32 kernel of the activations named (default: every catalogue entry with a kernel; four kernels per entry:
 f, f', f'' and f with f') into GELULAB_KERNEL_CACHE (default $XDG_CACHE_HOME/gelulab/torch-kernels, i.e.
-~/.cache/gelulab/torch-kernels), one file per kernel, torch and gelulab version and CPU. Measured on a 2-core
-Intel Xeon (AVX-512), one thread: 30-45 s per kernel, about 2.5 min per activation, 12 min for all five; a kernel
-already built is loaded (about 2 ms) and not built again.
+~/.cache/gelulab/torch-kernels), one file per kernel, torch and gelulab version and CPU. Measured on the 2-core
+Intel Xeon reference machine (AVX-512), one thread, with other jobs on the second core: ReLU 43 s, exact GELU
+100 s, the tanh form 680 s (its f' and f'' take the longest), the sigmoid form 150 s, SiLU 108 s: 18 min for all
+five; a kernel already built is loaded (about 2 ms) and not built again.
 Afterwards every process on this machine with the same versions runs impl="kernel" through its loop from the
 first call (no float64 calls first, no build). The default impl="builtin" never needs it.
 """
