@@ -192,12 +192,14 @@ def _interrupt_handlers(state: dict | None = None):
 def _dispatch(args, state: dict) -> int:
     import signal
 
-    from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible
+    from gelulab.backends import BackendUnavailable, DeviceUnavailable, reproducible, selected_backends
     from gelulab.core.plumbing import config
     from gelulab.core.plumbing.output import Interrupted
 
     name, state["started"] = state["command"], True
     try:
+        config.check_environment()  # every variable a command depends on, the same answer in every command
+        selected_backends()  # GELULAB_BACKEND
         module = importlib.import_module(args._module)
         reproducible(threads=config.threads())
         return int(module.run(args) or 0)

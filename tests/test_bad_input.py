@@ -93,6 +93,18 @@ CASES = [
            rf"^gelulab {cmd}: error: --out \S*res\\xff: the path is not valid UTF-8")
       for cmd, args in (("parity", ("--backend", "numpy", "--order", "0", "--activation", "relu", "--no-plots")),
                         ("bench", ("--quick", "--backend", "numpy", "--no-plots")))],
+    # the environment, checked in one place before any work: the same one line in every command
+    *[Case(f"env-{var}-{cmd}", argv, 2, rf"^gelulab {cmd}: error: {var}='{re.escape(value)}'{expected}",
+           setup=lambda mp, tmp, var=var, value=value: mp.setenv(var, value.replace("{tmp}", str(tmp))))
+      for var, value, expected in (("GELULAB_KERNEL_COMPILE", "fast", r"; expected one of \['background'"),
+                                   ("GELULAB_DEVICE", "cuda", r"; expected one of \['cpu', 'gpu', 'tpu'\]"))
+      for cmd, argv in (("parity", ("parity", "--backend", "numpy", "--activation", "relu", "--order", "0",
+                                    "--no-plots", "--out", "{tmp}/p")),
+                        ("identify", ("identify", "numpy.tanh")))],
+    Case("env-inductor-cache-is-a-file", ("parity", "--backend", "numpy", "--activation", "relu", "--no-plots",
+                                          "--out", "{tmp}/p"), 2,
+         r"^gelulab parity: error: TORCHINDUCTOR_CACHE_DIR='\S+/a-file' is a file; expected a folder",
+         files={"a-file": "x\n"}, setup=lambda mp, tmp: mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp / "a-file"))),
     # sizes beyond this machine's memory: refused before anything is allocated, naming the field
     _moons("--samples", "100000000000", r"n_samples=100000000000: one training group .* needs " + _SIZE),
     _moons("--hidden", "100000000000", r"hidden=\(100000000000,\): one training group .* needs " + _SIZE),

@@ -82,3 +82,22 @@ def threads() -> int:
         raise ValueError(f"GELULAB_THREADS={raw!r}; expected at most {max_threads()} ({THREADS_PER_CPU} per CPU "
                          f"core, {os.cpu_count() or 1} cores here)")
     return n
+
+
+# framework cache folders a command may write into (inductor's, JAX's compilation cache)
+CACHE_FOLDERS = ("TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR")
+
+
+def check_environment() -> None:
+    """Every environment variable a gelulab command depends on, checked before any work, with the same answer in
+    every command: GELULAB_KERNEL_COMPILE, GELULAB_DEVICE and GELULAB_THREADS (their readers above), and the cache
+    folders GELULAB_KERNEL_CACHE, GELULAB_REFERENCE_CACHE and the frameworks' (CACHE_FOLDERS), which must not name
+    an existing file. GELULAB_BACKEND is checked by gelulab.backends.selected_backends, which knows the names.
+    Raises ValueError naming the variable, its value and what is expected."""
+    kernel_compile()
+    device()
+    threads()
+    for var in (KERNEL_CACHE_ENV, "GELULAB_REFERENCE_CACHE", *CACHE_FOLDERS):
+        value = os.environ.get(var, "").strip()
+        if value and os.path.exists(os.path.expanduser(value)) and not os.path.isdir(os.path.expanduser(value)):
+            raise ValueError(f"{var}={value!r} is a file; expected a folder (or unset)")
