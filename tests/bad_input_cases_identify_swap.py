@@ -13,9 +13,16 @@ IDENTIFY_SWAP_CASES = [
     (["identify", "lambda x: 1/0"], 2,
      (r"^gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by zero on a "
      r"float32 numpy array of shape \(2,\)$")),
-    (["identify", "lambda x: numpy.maximum(x, [0.0] * 2**50)"], 2,
-     (r"^gelulab identify: error: 'lambda x: numpy\.maximum\(x, \[0\.0\] \* 2\*\*50\)': the callable raised "
-     r"MemoryError on a float32 numpy array of shape \(2,\)$")),
+    (["identify", "lambda x: numpy.maximum(x, [0.0] * (2**16 * 2**16 * 2**16 * 4))"], 2,
+     (r"^gelulab identify: error: 'lambda x: numpy\.maximum\(x, \[0\.0\] \* \(2\*\*16 \* 2\*\*16 \* 2\*\*16 \* 4\)\)': "
+      r"the callable raised MemoryError on a float32 numpy array of shape \(2,\)$")),
+    # identify: a power or shift whose size has no bound is refused before anything runs
+    (["identify", "lambda x: 9**9**9"], 2,
+     r"^gelulab identify: error: 'lambda x: 9\*\*9\*\*9': \*\* with the right operand '9 \*\* 9' \(a power or shift "
+     r"takes a number literal of at most 16"),
+    (["identify", "lambda x: pow(9, pow(9, 9))"], 2, r"^gelulab identify: error: .*: pow\(\) with the right operand "),
+    (["identify", "lambda x: x * (1 << 10**9)"], 2,
+     r"^gelulab identify: error: .*: << with the right operand '10 \*\* 9'"),
     (["identify", "lambda x: x(1)"], 2,
      (r"^gelulab identify: error: 'lambda x: x\(1\)': .* could not be called on an array of any imported framework "
      r"\(numpy: TypeError: ")),

@@ -45,6 +45,7 @@ SAFE_BUILTINS = {name: getattr(builtins, name) for name in ("abs", "bool", "floa
                                                              "round")}
 MAX_LENGTH = 1000  # characters of an expression
 MAX_STRING = 32  # characters of a string literal
+MAX_EXPONENT = 16  # the largest literal right operand of ** and << (x ** 3, 2 ** -0.5; not 9 ** 9 ** 9)
 _STRING_BANNED = "{/\\:"  # format fields, paths and URLs
 FLAG = "--allow-python"
 
@@ -299,6 +300,19 @@ def _check(tree: ast.Expression, expression: str) -> dict[tuple[Namespace, str],
                 raise _refuse(expression, f"the module name {node.id!r} alone (expected an activation in it, e.g. "
                                           "torch.nn.functional.gelu)")
             raise _refuse(expression, f"the name {node.id!r}")
+        exponent = None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift)):
+            exponent, what = node.right, "**" if isinstance(node.op, ast.Pow) else "<<"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "pow"
+              and node.func.id not in bound):
+            exponent, what = (node.args[1] if len(node.args) > 1 else ast.Constant(None)), "pow()"
+        if exponent is not None:
+            right = exponent.operand if isinstance(exponent, ast.UnaryOp) else exponent
+            if not (isinstance(right, ast.Constant) and isinstance(right.value, (int, float))
+                    and not isinstance(right.value, bool) and abs(right.value) <= MAX_EXPONENT):
+                raise _refuse(expression, f"{what} with the right operand {ast.unparse(exponent)[:40]!r} (a power "
+                                          f"or shift takes a number literal of at most {MAX_EXPONENT}, e.g. x ** 3, "
+                                          "so that no expression runs without bound)")
         if isinstance(node, ast.Constant):
             value = node.value
             if isinstance(value, str) and (len(value) > MAX_STRING or any(c in value for c in _STRING_BANNED)):
