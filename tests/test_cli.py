@@ -482,3 +482,29 @@ def test_the_earlier_option_names_still_work_but_are_not_shown():
     assert tuple(args.backends) == ("numpy",)
     args = build_parser().parse_args(["swap", "--backends", "numpy", "--activations", "relu"])
     assert (args.backends, args.activations) == ("numpy", "relu")
+
+
+def test_the_run_report_starts_with_the_question_and_the_answer():
+    """The first screen of `gelulab run`'s report: the question, the article's setting, the paired GELU - ReLU
+    difference with its 95 % CI and verdict, and the seeds a difference of the size seen would need. The paired
+    differences here are made up; their mean and t interval are computed with numpy and scipy.stats."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from gelulab.core.activations import HEADLINE
+    from gelulab.experiments.moons.config import MoonsConfig
+    from gelulab.experiments.run.command import answer
+
+    diffs = np.array([0.005, -0.0025, 0.0, 0.0075, 0.0])  # five seeds' accuracy differences
+    lo, hi = sps.t.interval(0.95, len(diffs) - 1, loc=diffs.mean(), scale=sps.sem(diffs))
+    row = {"metric": "test_acc", "regime": "matched", "backend": "torch", "arm": "gelu_none", "n": 5,
+           "mean_diff": diffs.mean(), "sd_diff": diffs.std(ddof=1), "ci_low": lo, "ci_high": hi,
+           "ci_method": "Student t", "wins": 2, "losses": 1, "ties": 2, "verdict": "no significant difference"}
+    cfg = MoonsConfig(seeds=tuple(range(5)), epochs=100, arms=HEADLINE)
+    text = answer(cfg, {"paired": [row]}, "3500 cells.")
+    head = "\n".join(text.splitlines()[:25])
+    assert "Does exact GELU beat ReLU" in head and "2000 samples" in head and "Adam lr 0.001, 100 epochs" in head
+    assert f"**GELU − ReLU test accuracy {100 * diffs.mean():+.2f} pp**, 95 % CI [{100 * lo:+.2f}, {100 * hi:+.2f}] pp" in head
+    assert "GELU better on 2, ReLU on 1, tied on 2 of 5 seeds" in head and "Verdict: no significant difference" in head
+    need = int(((sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * diffs.std(ddof=1) / diffs.mean()) ** 2) + 1
+    assert f"would need about {need} seeds: `gelulab moons --backend torch --seeds {need}`" in head

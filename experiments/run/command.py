@@ -70,11 +70,14 @@ def _run_main(args) -> int:
     t2 = time.perf_counter()
     env = environment(backends)
     counts = parity.counts_sentence(pdata)
+    reused = results.get("resumed_groups", 0) or pdata.get("groups_read", 0)
     text = (
         "# gelulab run\n\n"
-        f"Command: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n"
+        + answer(cfg, results, counts)
+        + f"\nCommand: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n"
         f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
-        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s (this session; stored results are reused).\n\n"
+        f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s"
+        + (" (stored results of an earlier run were reused)" if reused else "") + ".\n\n"
         "## Parity summary\n\n"
         f"{counts} Full report: [parity/report.md](parity/report.md).\n\n"
         + pdata["summary_md"] + "\n" + root_note() + "\n"
@@ -95,6 +98,57 @@ def _run_main(args) -> int:
     })
     print(f"report: {out / 'report.md'} ({', '.join(p.name for p in paths.values())} in {out / 'moons'})")
     return 0
+
+
+def answer(cfg, results: dict, parity_counts: str) -> str:
+    """The report's first screen: the question, the setting (the article's), the answer with its numbers (the
+    paired GELU - ReLU test-accuracy difference over the seeds, its 95 % CI and the verdict of
+    experiments.moons: core.stats), how many seeds a difference as large as the one seen would need (80 % power,
+    two-sided alpha 0.05, normal approximation on the paired differences' SD) and the command that runs them, the
+    plots, and the parity counts in one line."""
+    from scipy.stats import norm, t
+
+    from gelulab.core import stats
+
+    rows = [r for r in results.get("paired", []) if r["metric"] == "test_acc" and r.get("regime") == "matched"]
+    n = len(cfg.seeds)
+    seeds = f"{n} seed" + ("" if n == 1 else "s")
+    lines = ["## The question\n",
+             "Does exact GELU beat ReLU on make_moons, and how sure are we? The article's setting: two identical "
+             f"MLPs (hidden layers {', '.join(map(str, cfg.hidden))}), make_moons with {cfg.n_samples} samples "
+             f"(noise {cfg.noise}), Adam lr {cfg.lr}, {cfg.epochs} epochs, batch {cfg.batch_size}, paired over {seeds} "
+             "(each seed shared by both arms), the test set used once.\n",
+             "## The answer\n"]
+    for r in rows:
+        pp = 100 * r["mean_diff"]
+        lo, hi = (100 * r["ci_low"], 100 * r["ci_high"]) if _finite(r["ci_low"], r["ci_high"]) else (None, None)
+        ci = f"95 % CI [{lo:+.2f}, {hi:+.2f}] pp ({r['ci_method']})" if lo is not None else "no CI (one seed)"
+        lines.append(f"- **GELU − ReLU test accuracy {pp:+.2f} pp**, {ci}, on {r['backend']}; GELU better on "
+                     f"{r['wins']}, ReLU on {r['losses']}, tied on {r['ties']} of {seeds}.")
+        lines.append(f"- Verdict: {r['verdict']}.")
+        sd = r.get("sd_diff")
+        if _finite(sd) and n > 1 and sd > 0:
+            detectable = 100 * (t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) * sd / n ** 0.5
+            line = (f"- With {seeds} and the paired differences' SD ({100 * sd:.2f} pp), the smallest difference "
+                    f"this study detects at 80 % power is about {detectable:.2f} pp.")
+            if abs(r["mean_diff"]) > 0:
+                need = max(stats.seeds_needed(), int(((norm.ppf(0.975) + norm.ppf(0.8)) * sd / abs(r["mean_diff"]))
+                                                     ** 2) + 1)
+                line += (f" A difference as large as the one seen would need about {need} seeds: "
+                         f"`gelulab moons --backend {r['backend'].split(' ')[0]} --seeds {need}`.")
+            lines.append(line)
+    if not rows:
+        lines.append("- No paired comparison of GELU and ReLU test accuracy was made (see Moons below).")
+    lines += ["", "The plots: `moons/test_accuracy.png` (test accuracy per arm and seed), `moons/loss_curves.png` "
+              "(loss per epoch, each arm over the seeds) and `moons/decision_boundaries.png`; "
+              f"their reading is under Moons. Parity, in one line: {parity_counts}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _finite(*values) -> bool:
+    import math
+
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
 
 def root_note() -> str:
