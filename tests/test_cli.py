@@ -499,12 +499,41 @@ def test_the_run_report_starts_with_the_question_and_the_answer():
     lo, hi = sps.t.interval(0.95, len(diffs) - 1, loc=diffs.mean(), scale=sps.sem(diffs))
     row = {"metric": "test_acc", "regime": "matched", "backend": "torch", "arm": "gelu_none", "n": 5,
            "mean_diff": diffs.mean(), "sd_diff": diffs.std(ddof=1), "ci_low": lo, "ci_high": hi,
-           "ci_method": "Student t", "wins": 2, "losses": 1, "ties": 2, "verdict": "no significant difference"}
+           "ci_method": "Student t", "wins": 2, "losses": 1, "ties": 2, "verdict": "no significant difference",
+           "kind": "underpowered"}
     cfg = MoonsConfig(seeds=tuple(range(5)), epochs=100, arms=HEADLINE)
     text = answer(cfg, {"paired": [row]}, "3500 cells.")
     head = "\n".join(text.splitlines()[:25])
     assert "Does exact GELU beat ReLU" in head and "2000 samples" in head and "Adam lr 0.001, 100 epochs" in head
-    assert f"**GELU − ReLU test accuracy {100 * diffs.mean():+.2f} pp**, 95 % CI [{100 * lo:+.2f}, {100 * hi:+.2f}] pp" in head
-    assert "GELU better on 2, ReLU on 1, tied on 2 of 5 seeds" in head and "Verdict: no significant difference" in head
+    assert (f"**Verdict: not settled.** GELU − ReLU test accuracy {100 * diffs.mean():+.2f} pp, 95 % CI "
+            f"[{100 * lo:+.2f}, {100 * hi:+.2f}] pp") in head
+    assert "GELU better on 2, ReLU on 1, tied on 2 of 5 seeds" in head and "paired test: no significant difference" in head
     need = int(((sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * diffs.std(ddof=1) / diffs.mean()) ** 2) + 1
     assert f"would need about {need} seeds: `gelulab moons --backend torch --seeds {need}`" in head
+
+
+def test_the_run_verdict_is_equivalence_by_tost_gelu_or_relu_better_or_not_settled():
+    """TOST (Schuirmann 1987) at the stated margin: both one-sided t-tests computed here with scipy.stats.ttest_1samp
+    on the made-up paired differences; equivalence when both p < 0.05. A significant paired comparison (the
+    study's kind "higher" / "lower") is GELU / ReLU better."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from gelulab.experiments.run.command import MARGIN_PP, verdict
+
+    def study(diffs, kind="tie"):
+        d = np.asarray(diffs)
+        return {"paired": [{"metric": "test_acc", "regime": "matched", "n": d.size, "mean_diff": d.mean(),
+                            "sd_diff": d.std(ddof=1), "kind": kind}]}
+
+    m = MARGIN_PP / 100
+    tight = np.random.default_rng(0).normal(0.0005, 0.002, 30)  # differences well inside ±0.5 pp
+    p_low = sps.ttest_1samp(tight, -m, alternative="greater").pvalue
+    p_high = sps.ttest_1samp(tight, m, alternative="less").pvalue
+    v = verdict(study(tight))
+    assert v["verdict"] == f"equivalent within ±{MARGIN_PP:g} pp" and max(p_low, p_high) < 0.05
+    assert v["tost_p"] == pytest.approx(max(p_low, p_high), rel=1e-9)
+    wide = np.random.default_rng(1).normal(0.0, 0.03, 5)  # five noisy seeds: neither equivalent nor different
+    assert verdict(study(wide))["verdict"] == "not settled"
+    assert verdict(study(tight + 0.01, kind="higher"))["verdict"] == "GELU better"
+    assert verdict(study(tight - 0.01, kind="lower"))["verdict"] == "ReLU better"

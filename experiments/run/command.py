@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 
+SEEDS = 30  # paired seeds of the main study, on one backend
+CHECK_SEEDS = 2  # seeds of the cross-backend check (every trainable backend: do they give the same numbers?)
+MARGIN_PP = 0.5  # equivalence margin of the verdict, in percentage points of test accuracy, stated before the run
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab run`, the main job."""
     parser.add_argument("--out", default="results/run", help="results folder (default results/run)")
-    parser.add_argument("--seeds", type=int, default=5, help="moons seeds (default 5; `gelulab moons` runs 20)")
+    parser.add_argument("--seeds", type=int, default=SEEDS,
+                        help=f"paired moons seeds on the first selected backend that trains (default {SEEDS}: "
+                             f"enough to tell a difference of {MARGIN_PP} pp from none)")
     parser.add_argument("--epochs", type=int, default=100, help="moons epochs (default 100, the article's)")
 
 
@@ -59,21 +65,28 @@ def _run_main(args) -> int:
         raise Interrupted(f"interrupted during parity; {parity.stored_summary(out / 'parity')}; moons not "
                           "started; run the same command again to resume") from None
     t1 = time.perf_counter()
-    print(f"[2/2] moons: ReLU vs exact GELU, {len(cfg.seeds)} seeds x {cfg.epochs} epochs", flush=True)
+    # the backends give the same numbers in the matched regime (float64: within 2.2e-16), so the seeds go to one
+    # backend and a short study of every trainable backend checks that they still agree
+    check = MoonsConfig(seeds=tuple(range(min(CHECK_SEEDS, args.seeds))), epochs=args.epochs, arms=HEADLINE)
+    print(f"[2/2] moons: ReLU vs exact GELU, {len(cfg.seeds)} paired seeds x {cfg.epochs} epochs on "
+          f"{trainable[0]}; {len(check.seeds)} on {', '.join(trainable)} to check that they agree", flush=True)
     try:
-        results = moons.run_study(cfg, out / "moons", backends=trainable)
+        results = moons.run_study(cfg, out / "moons", backends=trainable[:1])
+        agreement = moons.run_study(check, out / "moons-agreement", backends=trainable) if len(trainable) > 1 else None
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted during moons; parity is complete in {out / 'parity'}, "
-                          f"{moons.stored_summary(cfg, out / 'moons', trainable)}; run the same command again to "
-                          "resume") from None
+                          f"{moons.stored_summary(cfg, out / 'moons', trainable[:1])}; run the same command again "
+                          "to resume") from None
     paths = moons.write_report(results, out / "moons")
+    if agreement is not None:
+        moons.write_report(agreement, out / "moons-agreement")
     t2 = time.perf_counter()
     env = environment(backends)
     counts = parity.counts_sentence(pdata)
     reused = results.get("resumed_groups", 0) or pdata.get("groups_read", 0)
     text = (
         "# gelulab run\n\n"
-        + answer(cfg, results, counts)
+        + answer(cfg, results, counts, agreement)
         + f"\nCommand: `{env['command']}`; gelulab {env['gelulab']}, git commit {env['git_commit'] or 'unknown'}.\n\n"
         f"Backends: {', '.join(names)}; GELULAB_THREADS={env['threads']} (in effect: see Versions); {env['cpu']}. "
         f"Parity {t1 - t0:.0f} s, moons {t2 - t1:.0f} s"
@@ -94,54 +107,110 @@ def _run_main(args) -> int:
         "parity": {k: pdata[k] for k in ("n_flagged", "n_known", "n_upstream", "n_unreported", "n_own", "n_new",
                                          "cells")},
         "moons": {k: v for k, v in results.items() if k != "boundaries"},
+        "moons_agreement": None if agreement is None else agreement.get("agreement"),
+        "verdict": verdict(results),
         "seconds": {"parity": t1 - t0, "moons": t2 - t1},
     })
     print(f"report: {out / 'report.md'} ({', '.join(p.name for p in paths.values())} in {out / 'moons'})")
     return 0
 
 
-def answer(cfg, results: dict, parity_counts: str) -> str:
-    """The report's first screen: the question, the setting (the article's), the answer with its numbers (the
-    paired GELU - ReLU test-accuracy difference over the seeds, its 95 % CI and the verdict of
-    experiments.moons: core.stats), how many seeds a difference as large as the one seen would need (80 % power,
-    two-sided alpha 0.05, normal approximation on the paired differences' SD) and the command that runs them, the
-    plots, and the parity counts in one line."""
+def _accuracy_row(results: dict) -> dict | None:
+    """The paired GELU - ReLU test-accuracy comparison of the moons study (matched regime), or None."""
+    rows = [r for r in results.get("paired", []) if r["metric"] == "test_acc" and r.get("regime") == "matched"]
+    return rows[0] if rows else None
+
+
+def verdict(results: dict, margin_pp: float = MARGIN_PP) -> dict:
+    """The main job's verdict on test accuracy, from the paired comparison of the moons study (experiments.moons:
+    Wilcoxon and t-test, core.stats): "GELU better" or "ReLU better" where that comparison is significant;
+    "equivalent within ±m pp" where the two one-sided t-tests (TOST, Schuirmann 1987; margin m stated before the
+    run, MARGIN_PP) both reject at 0.05, i.e. the 90 % t interval lies inside (-m, +m); else "not settled".
+    Returns {"verdict", "margin_pp", "n", "mean_pp", "ci90_pp": (lo, hi), "tost_p"} (numbers None where the
+    seeds give no spread)."""
+    from scipy.stats import t
+
+    row = _accuracy_row(results)
+    out = {"verdict": "not settled", "margin_pp": margin_pp, "n": 0, "mean_pp": None, "ci90_pp": None,
+           "tost_p": None}
+    if row is None:
+        return out
+    n, mean, sd = row["n"], row["mean_diff"], row.get("sd_diff")
+    out.update(n=n, mean_pp=100 * mean)
+    if row["kind"] in ("higher", "lower"):
+        out["verdict"] = "GELU better" if row["kind"] == "higher" else "ReLU better"
+    if not (_finite(sd) and n > 1 and sd > 0):
+        return out
+    se, m = sd / n ** 0.5, margin_pp / 100
+    half = t.ppf(0.95, n - 1) * se
+    out["ci90_pp"] = (100 * (mean - half), 100 * (mean + half))
+    out["tost_p"] = float(max(t.sf((mean + m) / se, n - 1), t.cdf((mean - m) / se, n - 1)))
+    if out["verdict"] == "not settled" and out["tost_p"] < 0.05:
+        out["verdict"] = f"equivalent within ±{margin_pp:g} pp"
+    return out
+
+
+def answer(cfg, results: dict, parity_counts: str, agreement: dict | None = None) -> str:
+    """The report's first screen: the question, the setting (the article's), the verdict (verdict: GELU better,
+    ReLU better, equivalent within the stated margin, or not settled) with the paired GELU - ReLU test-accuracy
+    difference, its 95 % CI and the study's own test, what a study of these seeds can detect (80 % power,
+    two-sided alpha 0.05) and, when not settled, the seeds a difference of the size seen would need and the command
+    that runs them; then whether the backends agree (the short cross-backend study), the plots, and the parity
+    counts in one line."""
     from scipy.stats import norm, t
 
     from gelulab.core import stats
 
-    rows = [r for r in results.get("paired", []) if r["metric"] == "test_acc" and r.get("regime") == "matched"]
+    row = _accuracy_row(results)
+    v = verdict(results)
     n = len(cfg.seeds)
     seeds = f"{n} seed" + ("" if n == 1 else "s")
+    backend = row["backend"] if row else "the selected backend"
     lines = ["## The question\n",
              "Does exact GELU beat ReLU on make_moons, and how sure are we? The article's setting: two identical "
              f"MLPs (hidden layers {', '.join(map(str, cfg.hidden))}), make_moons with {cfg.n_samples} samples "
              f"(noise {cfg.noise}), Adam lr {cfg.lr}, {cfg.epochs} epochs, batch {cfg.batch_size}, paired over {seeds} "
-             "(each seed shared by both arms), the test set used once.\n",
+             f"on {backend} (each seed shared by both arms), the test set used once. The verdict's equivalence "
+             f"margin, stated before the run: ±{MARGIN_PP:g} pp of test accuracy.\n",
              "## The answer\n"]
-    for r in rows:
-        pp = 100 * r["mean_diff"]
-        lo, hi = (100 * r["ci_low"], 100 * r["ci_high"]) if _finite(r["ci_low"], r["ci_high"]) else (None, None)
-        ci = f"95 % CI [{lo:+.2f}, {hi:+.2f}] pp ({r['ci_method']})" if lo is not None else "no CI (one seed)"
-        lines.append(f"- **GELU − ReLU test accuracy {pp:+.2f} pp**, {ci}, on {r['backend']}; GELU better on "
-                     f"{r['wins']}, ReLU on {r['losses']}, tied on {r['ties']} of {seeds}.")
-        lines.append(f"- Verdict: {r['verdict']}.")
-        sd = r.get("sd_diff")
+    if row is None:
+        lines.append("- No paired comparison of GELU and ReLU test accuracy was made (see Moons below).")
+    else:
+        pp = 100 * row["mean_diff"]
+        lo, hi = (100 * row["ci_low"], 100 * row["ci_high"]) if _finite(row["ci_low"], row["ci_high"]) else (None, None)
+        ci = f"95 % CI [{lo:+.2f}, {hi:+.2f}] pp ({row['ci_method']})" if lo is not None else "no CI (one seed)"
+        lines.append(f"- **Verdict: {v['verdict']}.** GELU − ReLU test accuracy {pp:+.2f} pp, {ci}; GELU better "
+                     f"on {row['wins']}, ReLU on {row['losses']}, tied on {row['ties']} of {seeds}.")
+        if v["tost_p"] is not None:
+            c90 = v["ci90_pp"]
+            lines.append(f"- Equivalence (TOST, margin ±{MARGIN_PP:g} pp): 90 % CI [{c90[0]:+.2f}, {c90[1]:+.2f}] "
+                         f"pp, p = {v['tost_p']:.2g}" + (" (within the margin)." if v["tost_p"] < 0.05 else
+                                                         " (not within the margin)."))
+        lines.append(f"- The study's paired test: {row['verdict']}.")
+        sd = row.get("sd_diff")
         if _finite(sd) and n > 1 and sd > 0:
             detectable = 100 * (t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) * sd / n ** 0.5
             line = (f"- With {seeds} and the paired differences' SD ({100 * sd:.2f} pp), the smallest difference "
                     f"this study detects at 80 % power is about {detectable:.2f} pp.")
-            if abs(r["mean_diff"]) > 0:
-                need = max(stats.seeds_needed(), int(((norm.ppf(0.975) + norm.ppf(0.8)) * sd / abs(r["mean_diff"]))
-                                                     ** 2) + 1)
+            if v["verdict"] == "not settled" and abs(row["mean_diff"]) > 0:
+                need = max(stats.seeds_needed(), int(((norm.ppf(0.975) + norm.ppf(0.8)) * sd
+                                                      / abs(row["mean_diff"])) ** 2) + 1)
                 line += (f" A difference as large as the one seen would need about {need} seeds: "
-                         f"`gelulab moons --backend {r['backend'].split(' ')[0]} --seeds {need}`.")
+                         f"`gelulab moons --backend {backend.split(' ')[0]} --seeds {need}`.")
             lines.append(line)
-    if not rows:
-        lines.append("- No paired comparison of GELU and ReLU test accuracy was made (see Moons below).")
+    if agreement is not None:
+        rows = [r for r in agreement.get("agreement", []) if r.get("dtype") == "float64"]  # the matched regime
+        worst = max((r["max_traj"] for r in rows), default=None)
+        names = sorted({b for r in rows for b in r.get("backends", [])})
+        if worst is not None and names:
+            same = all(r.get("within_tol") for r in rows)
+            lines.append(f"- The backends ({', '.join(names)}, {len(agreement['config']['seeds'])} seeds each, "
+                         f"float64) {'agree' if same else 'do not all agree'}: their loss trajectories differ by at "
+                         f"most {worst:.2g}, so the seeds above were trained on one of them "
+                         "([moons-agreement/report.md](moons-agreement/report.md)).")
     lines += ["", "The plots: `moons/test_accuracy.png` (test accuracy per arm and seed), `moons/loss_curves.png` "
-              "(loss per epoch, each arm over the seeds) and `moons/decision_boundaries.png`; "
-              f"their reading is under Moons. Parity, in one line: {parity_counts}", ""]
+              "(loss per epoch, each arm over the seeds) and `moons/decision_boundaries.png`; their reading is "
+              f"under Moons. Parity, in one line: {parity_counts}", ""]
     return "\n".join(lines) + "\n"
 
 
