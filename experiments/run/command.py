@@ -1,5 +1,6 @@
 """`gelulab run`, the main job: the parity summary (eager, value and first derivative, every selected backend)
-and the moons experiment (ReLU vs exact GELU, a few seeds) into one results folder with one report."""
+and the moons experiment (ReLU vs exact GELU, 30 paired seeds on one backend, a verdict) into one results folder
+with one report that starts with the answer."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ MARGIN_PP = 0.5  # equivalence margin of the verdict, in percentage points of te
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab run`, the main job."""
+    parser.description = " ".join(__doc__.split())
     parser.add_argument("--out", default="results/run", help="results folder (default results/run)")
     parser.add_argument("--seeds", type=int, default=SEEDS,
                         help=f"paired moons seeds on the first selected backend that trains (default {SEEDS}: "
@@ -31,7 +33,8 @@ def run(args) -> int:
 
 def _run_main(args) -> int:
     """`gelulab run`: the parity summary (eager, value and first derivative, every selected backend) and the
-    moons experiment (ReLU vs exact GELU, matched regime, float64, a few seeds), into one results folder:
+    moons experiment (ReLU vs exact GELU, matched regime, float64, paired seeds on one backend, and a short study
+    of every trainable backend that checks they agree), into one results folder:
     report.md, results.json (numbers and versions), and the PNGs of both parts. Returns 0.
 
     Raises ValueError before any work for bad options, an unwritable --out, or a selection without a backend
