@@ -1,2 +1,2 @@
-"""The main job (`gelulab run`): the parity summary and the moons experiment with a few seeds, into one
+"""The main job (`gelulab run`): the parity summary and the moons experiment (paired seeds, a verdict), into one
 results folder and one report; `command` holds its command line."""
