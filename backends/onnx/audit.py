@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gelulab.core.contracts.regions import connected, needed_by
+
 ELEMENTWISE = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Clip", "Max", "Min", "Cast", "Identity", "Where", "IsNaN", "IsInf", "Not", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "ThresholdedRelu", "PRelu", "Sign"])
 NONLINEAR = frozenset(["Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Clip", "Max", "Min", "Pow", "ThresholdedRelu", "PRelu"])
 # onnxruntime's contrib activation ops (domain com.microsoft): {op: positions of a bias input}
@@ -220,15 +222,8 @@ def _sites(model, ort, level_name) -> list:
     for n in nodes:
         if id(n) in cand and id(n) not in seen:
             root = roots[n.output[0]]
-            comp, stack = {}, [n]
-            while stack:
-                m = stack.pop()
-                if id(m) in comp:
-                    continue
-                comp[id(m)] = m
-                neighbours = [producer[x] for x in m.input if x in producer] + users.get(m.output[0], [])
-                stack.extend(k for k in neighbours if id(k) in cand and id(k) not in comp
-                             and roots[k.output[0]] == root)
+            comp = connected(n, lambda m: [producer[x] for x in m.input if x in producer] + users.get(m.output[0], []),
+                             lambda k, root=root: id(k) in cand and roots[k.output[0]] == root)
             seen |= set(comp)
             region = _trim(comp, users, graph_outputs, producer, order)
             if region and any(_nonlinear(m, consts) for m in region):
@@ -268,13 +263,7 @@ def _trim(comp: dict, users: dict, graph_outputs: set, producer: dict, order: di
     if not outs:
         return []
     out = max(outs, key=lambda m: order[id(m)])
-    keep, stack = {}, [out]
-    while stack:
-        m = stack.pop()
-        if id(m) in keep:
-            continue
-        keep[id(m)] = m
-        stack.extend(producer[x] for x in m.input if x in producer and id(producer[x]) in comp)
+    keep = needed_by(out, lambda m: [producer[x] for x in m.input if x in producer], lambda k: id(k) in comp)
     return sorted(keep.values(), key=lambda m: order[id(m)])
 
 

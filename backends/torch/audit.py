@@ -31,6 +31,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from gelulab.core.contracts.regions import connected, needed_by
+
 # aten overload packets computed elementwise (one output element from the same element of each input)
 ELEMENTWISE = frozenset(["gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf", "erfc", "erfinv", "mul", "add", "sub", "rsub", "div", "pow", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "reciprocal", "abs", "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "fmax", "fmin", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "square", "where", "threshold", "sign", "tanh_", "sigmoid_", "mul_", "add_", "sub_", "div_", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_", "_to_copy", "to", "type_as", "clone", "alias", "detach", "lift_fresh_copy", "special_erfcx", "special_ndtr", "special_expit", "masked_fill", "gt", "lt", "ge", "le", "eq", "ne", "isnan", "logical_not"])
 # ... of which these make a region an activation (a region of only linear ops, casts or comparisons is none)
@@ -380,15 +382,8 @@ def _sites(ep, options) -> list:
     for n in nodes:
         if n not in cand or n in seen:
             continue
-        comp, stack = set(), [n]
-        while stack:
-            m = stack.pop()
-            if m in comp:
-                continue
-            comp.add(m)
-            for k in (*m.all_input_nodes, *m.users):
-                if k in cand and k not in comp and roots[k] == roots[n]:
-                    stack.append(k)
+        comp = set(connected(n, lambda m: (*m.all_input_nodes, *m.users),
+                             lambda k, n=n: k in cand and roots[k] == roots[n]).values())
         seen |= comp
         region = _trim(comp, order)
         if region is None or not any(_packet(m) in NONLINEAR and _truly_nonlinear(m) for m in region):
@@ -450,14 +445,7 @@ def _trim(comp: set, order: dict):
     if not outs:
         return None
     out = max(outs, key=order.get)
-    keep, stack = set(), [out]
-    while stack:
-        m = stack.pop()
-        if m in keep:
-            continue
-        keep.add(m)
-        stack.extend(k for k in m.all_input_nodes if k in comp)
-    return keep
+    return set(needed_by(out, lambda m: m.all_input_nodes, lambda k: k in comp).values())
 
 
 def _path(ordered) -> str:

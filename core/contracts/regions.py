@@ -108,6 +108,26 @@ def elementwise_regions(nodes: Sequence[Node], is_constant: Callable[[object], b
     return sorted(regions, key=lambda r: r.nodes[0])
 
 
+def connected(start, neighbours: Callable, joins: Callable) -> dict:
+    """{id(node): node} of the nodes reachable from `start` (included) through neighbours(node), each neighbour k
+    followed where joins(k): the connected component of the readers that walk a runtime's own graph objects
+    (torch.fx nodes, ONNX NodeProtos, which need not be hashable)."""
+    comp, stack = {}, [start]
+    while stack:
+        m = stack.pop()
+        if id(m) in comp:
+            continue
+        comp[id(m)] = m
+        stack.extend(k for k in neighbours(m) if id(k) not in comp and joins(k))
+    return comp
+
+
+def needed_by(out, inputs_of: Callable, inside: Callable) -> dict:
+    """{id(node): node}: `out` and the nodes it depends on through inputs_of(node) while inside(node) holds (a
+    region trimmed to its output: a side branch read elsewhere is not this activation)."""
+    return connected(out, inputs_of, inside)
+
+
 def scope(names: Sequence[str]) -> str:
     """The common "/"-scope of node names ("model/dense/Gelu"), else the names joined by ", "."""
     parts = [n.split("/") for n in names]
