@@ -212,15 +212,22 @@ def _group_name(item) -> str:
     return "_".join(sorted(names))
 
 
+def _backend_param(item) -> str | None:
+    """The backend a test item runs on (its `backend_name` parameter), None for a test without one and for the
+    placeholder item pytest collects, marked skipped, when no selected backend has what the test needs (its
+    parameter is then no backend name)."""
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("backend_name")
+    return name if isinstance(name, str) else None
+
+
 def _calls_a_compiling_kernel(item) -> bool:
     """Whether a backend's test runs its kernels (impl "kernel", or a `backend_needs("kernels")` mark) on a backend
     whose eager kernel calls compile first (its record's eager_kernels_compile): such a test is marked `compile`."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    name = params.get("backend_name")
+    name = _backend_param(item)
     if name is None or not capabilities(name).eager_kernels_compile:
         return False
     needs = {c for mark in item.iter_markers("backend_needs") for c in mark.args}
-    return params.get("impl") == "kernel" or "kernels" in needs
+    return item.callspec.params.get("impl") == "kernel" or "kernels" in needs
 
 
 def pytest_generate_tests(metafunc):
@@ -236,7 +243,7 @@ def pytest_runtest_setup(item):
     catalogue entry `key` has no kernels, or impl "builtin" where it has no builtin (for the test's `key`, or for any entry) is skipped, saying why: what a
     backend offers is its record's to say, not a list of backends in the tests."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    name = params.get("backend_name")
+    name = _backend_param(item)
     if name is None:
         return
     record, dtype, impl = capabilities(name), params.get("dtype"), params.get("impl")
