@@ -160,6 +160,30 @@ def test_torch_inplace_relu_and_silu_backpropagate_as_torchs(impl):
             np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("api_path")
+def test_torchscript_builtin_is_written_from_the_catalogues_descriptor(tmp_path):
+    # every entry with a torch builtin scripts as torch's own op (bit for bit after torch.jit.save / load), and a
+    # new unit's descriptor scripts too: squared ReLU as an Expression, against torch.relu(x) ** 2 itself
+    torch = requires("torch")
+    from gelulab.core.activations._entry import Expression
+    from gelulab.layers.torch import Activation, script_descriptor
+
+    x = torch.from_numpy(GRID)
+    for key, entry in ACTIVATIONS.items():
+        if entry.builtins.get("torch") is None:
+            continue
+        layer = Activation(key, impl="builtin")
+        torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Identity(), layer)), tmp_path / "m.pt")
+        np.testing.assert_array_equal(torch.jit.load(tmp_path / "m.pt")(x).numpy(),
+                                      entry.builtin("torch")(x).numpy(), err_msg=key)
+    squared = Expression("torch.nn.functional.relu(x) ** 2", lambda r, x: r("torch.nn.functional.relu")(x) ** 2)
+    np.testing.assert_array_equal(script_descriptor(squared, "squared_relu")(x).numpy(), (torch.relu(x) ** 2).numpy())
+    branching = Expression("x if x > 0 else 0", lambda r, x: x if x > 0 else 0 * x)
+    with pytest.raises(RuntimeError, match=r"^torch.jit.script: the torch builtin x if x > 0 else 0 cannot be "
+                                           r"scripted \(TypeError: .*\); use torch.jit.trace or torch.export$"):
+        script_descriptor(branching, "branching")
+
+
 @pytest.mark.training
 @pytest.mark.usefixtures("api_path")
 def test_readme_torch_block(tmp_path):
