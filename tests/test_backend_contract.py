@@ -4,6 +4,7 @@ an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigm
 packaged model's config.json and transformers' documented BERT activation (hidden_act "gelu": GELUActivation)."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -107,6 +108,47 @@ def test_a_record_that_contradicts_itself_is_refused(change, match):
     Capabilities(**base)
     with pytest.raises(ValueError, match=match):
         Capabilities(**{**base, **change})
+
+
+def test_the_array_api_module_is_written_once_over_a_namespace():
+    """backends/array_api/ops.py bound by a record alone to another Array API namespace, numpy's own (numpy 2
+    implements the standard), with no backend folder: a full activations module whose erfc, exp and sigmoid agree
+    with mpmath, whose GELU' is the definition's Phi(x) + x phi(x), and whose record recognises numpy's arrays
+    alone, never importing a library that is not imported."""
+    from gelulab.backends.array_api.library import Library
+    from gelulab.backends.array_api.ops import ArrayAPIOps
+    from gelulab.core.contracts.contract import ActivationOps
+
+    library = Library(name="numpy_namespace", namespace="numpy", package="numpy", extra=None,
+                      array_type="numpy.ndarray", versions=("numpy",))
+    ops = ArrayAPIOps(library)
+    module = type(sys)("numpy_namespace_activations")
+    module.__dict__.update(ops.functions())
+    assert isinstance(module, ActivationOps)
+    record = library.capabilities()
+    assert record.modes == ("eager",) and record.dtypes == ("float64", "float32") and not record.kernels
+    assert dataclasses.replace(library, jit="numpy.vectorize").capabilities().compiled
+    values = (0.0, 1.0, -2.0, 5.5, -0.5)
+    x = module.asarray(np.array(values), "cpu")
+    with mpmath.workdps(30):
+        erfc = [float(mpmath.erfc(v)) for v in values]
+        sig = [float(1 / (1 + mpmath.exp(-v))) for v in values]
+        d_gelu = [float(mpmath.ncdf(v) + v * mpmath.npdf(v)) for v in values]
+    np.testing.assert_allclose(module.to_numpy(module.erfc(x)), erfc, rtol=1e-14)
+    np.testing.assert_allclose(module.to_numpy(module.sigmoid(x)), sig, rtol=1e-15)
+    d = module.derivative(lambda v: v, ACTIVATIONS["gelu_none"])
+    np.testing.assert_allclose(module.to_numpy(d(x)), d_gelu, rtol=1e-14)
+    assert module.dtype_name(module.astype(x, "float32")) == "float32"
+    with pytest.raises(ValueError, match="float16"):
+        module.asarray(np.ones(2, np.float16), "cpu")
+    with pytest.raises(RuntimeError, match="not on 'gpu'"):
+        module.setup("gpu")
+    with pytest.raises(ValueError, match="no compiled mode"):
+        module.compile(lambda v: v)
+    assert library.array_dtype(np.ones(2, np.float32)) == "float32" and library.array_dtype([1.0]) is None
+    absent = Library(name="absent", namespace="gelulab_absent_namespace", package="gelulab_absent", extra=None,
+                     array_type="gelulab_absent.Array", array_class="gelulab_absent.Array")
+    assert absent.array_dtype(np.ones(2)) is None and "gelulab_absent" not in sys.modules
 
 
 # --------------------------------------------------------------------------------------- per selected backend
