@@ -105,6 +105,22 @@ CASES = [
                                           "--out", "{tmp}/p"), 2,
          r"^gelulab parity: error: TORCHINDUCTOR_CACHE_DIR='\S+/a-file' is a file; expected a folder",
          files={"a-file": "x\n"}, setup=lambda mp, tmp: mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp / "a-file"))),
+    # a JAX compilation cache the user named that cannot be a folder, or cannot be written: refused before any work
+    # (JAX itself would warn once per compiled function and go on)
+    Case("env-jax-cache-under-a-file", ("parity", "--backend", "numpy", "--activation", "relu", "--no-plots",
+                                        "--out", "{tmp}/p"), 2,
+         r"^gelulab parity: error: JAX_COMPILATION_CACHE_DIR='\S+/a-file/cache' lies under \S+/a-file, which is a "
+         r"file; expected a folder \(or unset\)$",
+         files={"a-file": "x\n"},
+         setup=lambda mp, tmp: mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp / "a-file" / "cache"))),
+    Case("env-jax-cache-read-only", ("parity", "--backend", "numpy", "--activation", "relu", "--no-plots",
+                                     "--out", "{tmp}/p"), 2,
+         r"^gelulab parity: error: JAX_COMPILATION_CACHE_DIR='\S+/ro' cannot be written \(Permission denied in "
+         r"\S+/ro\); expected a folder this user can write \(or unset\)$",
+         setup=lambda mp, tmp: (tmp.joinpath("ro").mkdir(mode=0o555),
+                                mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp / "ro"))),
+         marks=(pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                                   reason="root writes into a read-only folder"),)),
     # sizes beyond this machine's memory: refused before anything is allocated, naming the field
     _moons("--samples", "100000000000", r"n_samples=100000000000: one training group .* needs " + _SIZE),
     _moons("--hidden", "100000000000", r"hidden=\(100000000000,\): one training group .* needs " + _SIZE),

@@ -92,12 +92,38 @@ def check_environment() -> None:
     """Every environment variable a gelulab command depends on, checked before any work, with the same answer in
     every command: GELULAB_KERNEL_COMPILE, GELULAB_DEVICE and GELULAB_THREADS (their readers above), and the cache
     folders GELULAB_KERNEL_CACHE, GELULAB_REFERENCE_CACHE and the frameworks' (CACHE_FOLDERS), which must not name
-    an existing file. GELULAB_BACKEND is checked by gelulab.backends.selected_backends, which knows the names.
-    Raises ValueError naming the variable, its value and what is expected."""
+    an existing file nor a path under one; the frameworks' folders, which gelulab does not set (the user did), must
+    also be writable (an existing folder, or the nearest existing folder above a missing one: a file is created
+    and deleted there; JAX would otherwise warn once per compiled function). gelulab's own stores
+    go on without a folder they cannot write, after one line (core.parity.reference_store). GELULAB_BACKEND is
+    checked by gelulab.backends.selected_backends, which knows the names. Raises ValueError naming the variable,
+    its value and what is expected."""
     kernel_compile()
     device()
     threads()
     for var in (KERNEL_CACHE_ENV, "GELULAB_REFERENCE_CACHE", *CACHE_FOLDERS):
         value = os.environ.get(var, "").strip()
-        if value and os.path.exists(os.path.expanduser(value)) and not os.path.isdir(os.path.expanduser(value)):
-            raise ValueError(f"{var}={value!r} is a file; expected a folder (or unset)")
+        if value:
+            _check_cache_folder(var, value, writable=var in CACHE_FOLDERS)
+
+
+def _check_cache_folder(var: str, value: str, writable: bool) -> None:
+    """Raise ValueError when the cache folder `value` of variable `var` is a file or lies under one, or (writable)
+    when no file can be created in it (or in the nearest existing folder above it, when it is missing)."""
+    import tempfile
+
+    path = os.path.abspath(os.path.expanduser(value))
+    probe = path
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        where = "is a file" if probe == path else f"lies under {probe}, which is a file"
+        raise ValueError(f"{var}={value!r} {where}; expected a folder (or unset)")
+    if writable:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=probe, prefix=".gelulab-write-check-")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise ValueError(f"{var}={value!r} cannot be written ({e.strerror or type(e).__name__} in {probe}); "
+                             "expected a folder this user can write (or unset)") from None

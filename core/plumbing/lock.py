@@ -15,6 +15,21 @@ created and left holding only the lock file is removed again.
 
 The same thread may hold one folder several times (a command's run and the library function it calls); another
 thread or process is refused. Where the file system offers no flock, the run goes on unlocked after one note.
+
+One folder, one command. A results folder holds the results of one command (`gelulab parity`, `gelulab moons`,
+`gelulab moons --grid`, `gelulab bench`, `gelulab bench --model`, ...: KINDS, from the module that takes the hold).
+The first result a run writes also writes `<out>/.gelulab-results.json`, {"command": the kind}; a run of another
+command into that folder is refused by `hold`, before the block runs, with FolderOfAnotherCommand (a ValueError:
+one line naming the command whose results are there and some of its files, exit 2). A rerun or resume of the same
+command is allowed. A folder written by an older gelulab, without that record, is judged by the files only one
+command writes (SIGNATURES: parity.json and groups/ are `gelulab parity`'s, runs/ and results.json `gelulab
+moons`', ...); a folder holding none of them (empty, or files of the user's own) is free.
+
+A vanished folder stops the run. Every result written through core.plumbing.output (atomic_write_bytes, and so
+every report and JSON file) first calls check_held(path): when the path lies in a held folder whose lock file is
+gone or is no longer the one this run locked (the folder was deleted, perhaps made again by another run), it
+raises FolderVanished (a ValueError: one line, exit 2) instead of writing, so nothing is written unguarded. Worker
+processes a run starts inherit the held folders through the environment (HELD_ENV) and are checked the same way.
 """
 from __future__ import annotations
 
@@ -34,13 +49,48 @@ import filelock
 from gelulab.core.plumbing.provenance import command_line
 
 LOCK_NAME = ".gelulab.lock"
+RECORD_NAME = ".gelulab-results.json"  # {"command": "gelulab parity"}: the command whose results the folder holds
+HELD_ENV = "_GELULAB_HELD_FOLDERS"  # the held folders, passed on to the worker processes a run starts (JSON)
 
 _held: dict[str, list] = {}  # realpath of a folder -> [thread id, depth], the holds of this process
 _held_guard = threading.Lock()
+_guards: dict[str, dict] = {}  # realpath of a held folder -> its identity, kind and option (see _Guard below)
+
+# the command whose results a folder holds, from the module that holds it (the longest matching prefix; a module
+# of gelulab.experiments.<name> not listed is `gelulab <name>`); hold(kind=...) names it explicitly
+KINDS = {
+    "gelulab.experiments.moons.grid": "gelulab moons --grid",  # grid, grid_cli, grid_study, grid_report
+    "gelulab.benchmarks.model": "gelulab bench --model",
+    "gelulab.benchmarks": "gelulab bench",
+}
+
+# what a folder without a record holds, judged by the files one command alone writes (first match wins; a name
+# ending in "/" is a folder)
+SIGNATURES = (
+    ("gelulab run", ("parity/", "moons/", "moons-agreement/")),
+    ("gelulab parity", ("parity.json", "groups/")),
+    ("gelulab moons --grid", ("grid.json", "cells/")),
+    ("gelulab moons", ("runs/", "results.json")),
+    ("gelulab bench --model", ("model.json", "model.partial.json")),
+    ("gelulab bench", ("bench.json", "bench.partial.json")),
+    ("gelulab swap", ("swap.json", "parts/")),
+    ("gelulab verify", ("summary.json", "chunks.jsonl")),
+    ("gelulab merge", ("merge.json",)),
+)
 
 
 class FolderInUse(ValueError):
     """The results folder is held by another run; the message names the folder and the holder."""
+
+
+class FolderOfAnotherCommand(ValueError):
+    """The results folder holds the results of another command; the message names the folder, that command and
+    some of its files."""
+
+
+class FolderVanished(ValueError):
+    """The results folder, or its lock file, was removed or replaced while this run held it; the run stops before
+    its next write. The message names the folder."""
 
 
 class LockFileUnusable(ValueError):
@@ -110,9 +160,141 @@ def _stale_note(folder: Path, rec: dict) -> str:
             f"{gone}; taking the folder over")
 
 
-@contextlib.contextmanager
-def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
-    """Hold the results folder `folder` for the block (see the module docstring); yields Path(folder).
+def kind_of(module: str | None) -> str | None:
+    """The command whose results a folder held from `module` (a module's __name__) holds: KINDS' longest matching
+    prefix, else `gelulab <name>` for a module of gelulab.experiments.<name>, else None (not a command's)."""
+    if not module:
+        return None
+    for prefix in sorted(KINDS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return KINDS[prefix]
+    parts = module.split(".")
+    if parts[:2] == ["gelulab", "experiments"] and len(parts) > 2:
+        return f"gelulab {parts[2]}"
+    return None
+
+
+def read_kind(folder: str | os.PathLike) -> str | None:
+    """The command whose results `folder` holds: its record (RECORD_NAME) or, without one, the first of SIGNATURES
+    whose files it holds; None when it holds neither (a free folder)."""
+    folder = Path(folder)
+    try:
+        rec = json.loads((folder / RECORD_NAME).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        rec = None
+    if isinstance(rec, dict) and isinstance(rec.get("command"), str):
+        return rec["command"]
+    for kind, names in SIGNATURES:
+        for name in names:
+            if (folder / name).is_dir() if name.endswith("/") else (folder / name).is_file():
+                return kind
+    return None
+
+
+def _listing(folder: Path, most: int = 4) -> str:
+    """The names in `folder` but gelulab's own lock and record, sorted: "a, b, c, d and 3 more"."""
+    try:
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                       if p.name not in (LOCK_NAME, RECORD_NAME))
+    except OSError:
+        return ""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _check_kind(path: Path, option: str, kind: str | None) -> None:
+    """Raise FolderOfAnotherCommand when `path` holds the results of a command other than `kind`."""
+    if kind is None:
+        return
+    there = read_kind(path)
+    if there is not None and there != kind:
+        files = _listing(path)
+        raise FolderOfAnotherCommand(f"{option} {path} holds results of `{there}`" + (f" ({files})" if files else "")
+                                     + f"; choose another {option} for `{kind}`")
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino]
+
+
+def _publish() -> None:
+    """Pass the held folders on to the worker processes this process starts (HELD_ENV); called with _held_guard."""
+    if _guards:
+        os.environ[HELD_ENV] = json.dumps(_guards)
+    else:
+        os.environ.pop(HELD_ENV, None)
+
+
+def _inherited() -> dict[str, dict]:
+    """The held folders of the process that started this one (HELD_ENV), {} when none or unreadable."""
+    try:
+        held = json.loads(os.environ.get(HELD_ENV, "") or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return {k: v for k, v in held.items() if isinstance(v, dict)} if isinstance(held, dict) else {}
+
+
+def _vanished(guard: dict) -> bool:
+    """Whether a held folder, or the lock file this run locked in it, is gone or no longer the same file."""
+    path = Path(guard["path"])
+    try:
+        if _identity(os.stat(path)) != guard["folder"]:
+            return True
+        if guard["lock"] is not None and _identity(os.stat(path / LOCK_NAME)) != guard["lock"]:
+            return True
+    except OSError:
+        return True
+    return False
+
+
+def _write_record(folder: Path, kind: str) -> None:
+    """Write `folder`/RECORD_NAME, {"command": kind}, atomically (temp file, then os.replace); raises nothing."""
+    target = folder / RECORD_NAME
+    tmp = folder / f"{RECORD_NAME}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        tmp.write_text(json.dumps({"command": kind}) + "\n")
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_held(path: str | os.PathLike) -> None:
+    """Before a result is written to `path`: when it lies in a folder held by this run (or by the run that started
+    this worker process), check that the folder and its lock file are still the ones locked, and record the
+    folder's command (RECORD_NAME) with its first result. Raises FolderVanished (a ValueError, one line) naming the
+    folder when they were removed or replaced (see the module docstring); does nothing for a path outside every
+    held folder."""
+    if not _guards and HELD_ENV not in os.environ:
+        return
+    target = os.path.realpath(path)
+    with _held_guard:
+        guards = {**_inherited(), **_guards}
+    for key, guard in sorted(guards.items(), key=lambda kv: len(kv[0])):  # the outermost folder first
+        if not (target == key or target.startswith(key.rstrip(os.sep) + os.sep)):
+            continue
+        if _vanished(guard):
+            raise FolderVanished(f"{guard['option']} {guard['path']}: the results folder or its lock file was "
+                                 "removed or replaced while this run held it; stopped before writing "
+                                 f"{Path(path).name} so that nothing is written unguarded; rerun the command to "
+                                 "start again")
+        if guard.get("kind") and not guard.get("recorded"):
+            folder = Path(guard["path"])
+            if not (folder / RECORD_NAME).exists():
+                _write_record(folder, guard["kind"])
+            with _held_guard:
+                if key in _guards:
+                    _guards[key]["recorded"] = True
+
+
+def hold(folder: str | os.PathLike, option: str = "--out", kind: str | None = None):
+    """Hold the results folder `folder` for the block (a context manager; see the module docstring); yields
+    Path(folder). `kind`: the command whose results the folder is to hold (default: kind_of the calling module;
+    None for a module that is not a command's, whose folders are neither recorded nor checked).
+
+    Raises FolderOfAnotherCommand (a ValueError), before the block runs, when the folder holds the results of
+    another command (read_kind): "<option> <folder> holds results of `gelulab parity` (parity.json, report.md);
+    choose another <option> for `gelulab moons`".
 
     Creates the folder (and its parents) when missing. Raises FolderInUse (a ValueError), before the block runs,
     when another process or thread holds it: "<option> <folder> is in use by pid N on host H (`command`, started
@@ -121,6 +303,13 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     Raises LockFileUnusable (a ValueError) when the lock file is a symbolic link or a folder, or the lock fails
     for any reason but a file system without flock (ENOSYS, EOPNOTSUPP, ENOLCK: then one note and no lock).
     Prints one note on stderr when it takes over the lock of a process that ended without releasing it."""
+    if kind is None:
+        kind = kind_of(sys._getframe(1).f_globals.get("__name__"))
+    return _hold(folder, option, kind)
+
+
+@contextlib.contextmanager
+def _hold(folder: str | os.PathLike, option: str, kind: str | None) -> Iterator[Path]:
     path = Path(folder)
     key = os.path.realpath(path)
     me = threading.get_ident()
@@ -151,8 +340,10 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
         _remove_created(path, created)
         raise LockFileUnusable(unusable)
     previous: list[bytes] = []
+    locked_file: list[list[int]] = []
 
     def on_acquired(fd: int) -> None:  # the lock is ours: read what the last holder left, write ourselves
+        locked_file.append(_identity(os.fstat(fd)))
         os.lseek(fd, 0, os.SEEK_SET)
         previous.append(os.read(fd, 1 << 16))
         os.ftruncate(fd, 0)
@@ -188,14 +379,25 @@ def hold(folder: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
         except (UnicodeDecodeError, json.JSONDecodeError):
             rec = None
         print(_stale_note(path, rec if isinstance(rec, dict) else {}), file=sys.stderr)
+    guard = {"path": os.fspath(path), "option": option, "kind": kind, "recorded": False,
+             "folder": _identity(os.stat(path)), "lock": locked_file[0] if locked and locked_file else None}
     with _held_guard:
         _held[key] = [me, 1]
+        _guards[key] = guard
+        _publish()
     try:
+        _check_kind(path, option, kind)
         yield path
     finally:
         with _held_guard:
             _held.pop(key, None)
-        if locked:
+            _guards.pop(key, None)
+            _publish()
+        if _vanished(guard):  # removed or replaced meanwhile: what is there now is not this run's to clean up
+            if locked:
+                with contextlib.suppress(Exception):
+                    lock.release()
+        elif locked:
             _release(lock, path, created, fresh)
         else:
             _remove_created(path, created)

@@ -5,7 +5,9 @@ line saying what was kept.
 check_writable(path)      create-and-write test of a results folder before any work (OutputUnwritable, a
                           ValueError, naming the path and the reason: a path under a file, a read-only folder)
 atomic_write_bytes        temp file in the same folder, then os.replace: a crash leaves the old file or none
-                          (one run at a time per folder: core.plumbing.lock.hold, taken right after check_writable)
+                          (one run at a time per folder: core.plumbing.lock.hold, taken right after check_writable;
+                          a results folder holds one command's results, and a write into a held folder that was
+                          removed meanwhile stops the run: core.plumbing.lock.check_held, FolderVanished)
 set_aside(path, why)      rename a file that cannot be used to `<name>.<why>-<n>`, never deleting it
 Interrupted               raised by a command stopped by Ctrl-C (SIGINT) or SIGTERM: its message says what was
                           kept and how to resume; the command line prints it as one line (exit 130 / 143)
@@ -25,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from gelulab.core.plumbing.lock import check_held
 
 
 class OutputUnwritable(ValueError):
@@ -94,8 +98,11 @@ def check_writable(path: str | os.PathLike, option: str = "--out") -> Path:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` atomically (temp file in the same folder, then os.replace); creates parent folders.
-    A crash or Ctrl-C mid-write leaves the old file (or none), never a truncated one. Returns the Path."""
+    A crash or Ctrl-C mid-write leaves the old file (or none), never a truncated one. Returns the Path.
+    Raises core.plumbing.lock.FolderVanished (a ValueError), writing nothing, when `path` lies in a results folder
+    held by this run that was removed or replaced meanwhile (core.plumbing.lock.check_held)."""
     path = Path(path)
+    check_held(path)  # before the folder would be made again
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -114,8 +121,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def set_aside(path: str | os.PathLike, why: str) -> Path:
     """Rename `path` to `<name>.<why>-<n>` in the same folder (n = 1, 2, ...: the first free one) and return the
-    new Path. The name no longer ends in the file's suffix, so no reader takes it for a result. Never deletes."""
+    new Path. The name no longer ends in the file's suffix, so no reader takes it for a result. Never deletes.
+    Raises core.plumbing.lock.FolderVanished as atomic_write_bytes does."""
     path = Path(path)
+    check_held(path)
     n = 1
     while (path.parent / f"{path.name}.{why}-{n}").exists():
         n += 1
