@@ -98,6 +98,16 @@ def requires(framework: str):
     return pytest.importorskip(framework)
 
 
+def array_namespace(name: str):
+    """The module whose `asarray` turns a numpy array (of any dtype: a test's integer, bool or complex input) into
+    an array of backend `name`: an Array API library's namespace, as its package's record (`LIBRARY`, of
+    backends/array_api/library.py) names it, else the framework's module (the record's package: numpy)."""
+    from gelulab.backends import PACKAGES
+
+    library = getattr(PACKAGES[name], "LIBRARY", None)
+    return library.xp() if library is not None else importlib.import_module(capabilities(name).package)
+
+
 def available(framework: str) -> bool:
     """Whether `framework` may be used here: its backend is selected by GELULAB_BACKEND and it is installed (no
     import)."""

@@ -7,14 +7,13 @@ function, called here directly, for impl="builtin".
 """
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import requires
+from conftest import array_namespace, requires
 
 import gelulab
 from gelulab.backends import REGISTRY, capabilities, get_backend
@@ -276,7 +275,7 @@ def _bad_arrays(name):
         import tensorflow as tf
 
         return [(tf.constant([1, 2]), "int32"), (tf.constant([True]), "bool"), (tf.constant([1j]), "complex128")]
-    xp = importlib.import_module(capabilities(name).package)  # numpy, or an Array API namespace: its asarray
+    xp = array_namespace(name)  # numpy, or an Array API library's namespace: its asarray
     return [(xp.asarray(np.arange(3, dtype=np.int64)), "int64"), (xp.asarray(np.array([True])), "bool"),
             (xp.asarray(np.array([1j])), "complex128")]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import json
 import os
 import re
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SELECTED
+from conftest import SELECTED, array_namespace
 
 import gelulab
 from gelulab import cli
@@ -318,7 +317,7 @@ def _integer_array(backend_name, dtype):
         import tensorflow as tf
 
         return tf.range(-2, 3, dtype=getattr(tf, dtype))
-    xp = importlib.import_module(capabilities(backend_name).package)  # an Array API namespace: its asarray
+    xp = array_namespace(backend_name)  # an Array API library's namespace: its asarray
     return xp.asarray(np.arange(-2, 3, dtype=dtype))
 
 
