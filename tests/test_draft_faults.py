@@ -1,11 +1,13 @@
 """`gelulab parity --draft-faults` (experiments.parity.draft) on a small synthetic parity result: the drafted rows
-cover exactly the NEW cells, run as Python, and are marked as to be checked upstream."""
+cover exactly the NEW cells, read as a unit's faults file (core.parity.fault_data), and are marked as to be checked
+upstream."""
 from __future__ import annotations
 
 import itertools
 from types import SimpleNamespace
 
-from gelulab.core.parity.known_faults import KnownFault, fault
+from gelulab.core.parity.fault_data import parse
+from gelulab.core.parity.known_faults import KnownFault
 from gelulab.experiments.parity.draft import TO_CHECK, draft_faults, draft_groups
 
 
@@ -46,10 +48,9 @@ def test_drafted_rows_run_and_cover_exactly_the_new_cells():
     new, other = _cells()
     text = draft_faults(new + other, "a synthetic store")
     assert text.count(TO_CHECK) == 3 * 2  # reason, link and row comment of each of the two rows
-    assert "# core/activations/mish.py" in text and "silu" not in text
-    scope = {"fault": fault}
-    exec(text, scope)  # the draft is Python a person pastes into the unit
-    rows = [f.__class__(**{**vars(f), "keys": ("mish",)}) for f in scope["KNOWN_FAULTS"]]
+    assert "# core/activations/faults/mish.toml" in text and "silu" not in text
+    # the draft is what a person pastes into the unit's faults file, read as the unit reads it
+    rows = [f.__class__(**{**vars(f), "keys": ("mish",)}) for f in parse(text, "the draft")]
     assert all(isinstance(f, KnownFault) for f in rows) and len(rows) == 2
     assert all(_covered(rows, c) for c in new)
     assert not any(_covered(rows, c) for c in other if c["activation"] == "mish")

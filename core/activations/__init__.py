@@ -6,7 +6,8 @@ reference (core.numerics.mp_forms), the float32 kernels (core.numerics.kernels; 
 them (core.numerics.float64_forms), the limits at +-inf, the clamp point of the formula, how the reference evaluates the far
 tail, the roots of the derivatives, the sign-of-zero and NaN-derivative rules, each framework's builtin (a
 descriptor the backend resolves, see `Call`, `TimesX`, `Expression`), the known faults of those builtins
-(core.parity.known_faults), the kernel fit's description of its form (core/numerics/kernel_fit.py), the framework classes and
+(rows of core.parity.known_faults, kept as data in core/activations/faults/<key>.toml and read by
+core.parity.fault_data), the kernel fit's description of its form (core/numerics/kernel_fit.py), the framework classes and
 functions that compute it (gelulab.swap, gelulab.identify, the layers), and the traits the reports, plots and
 experiments read (baseline, smooth, colour, transformers' names). A unit may define its functions itself, over the
 shared helpers of those modules.
@@ -14,7 +15,8 @@ shared helpers of those modules.
 Every module of this package whose name does not start with "_" is a unit: it is imported here and its ACTIVATION
 enters ACTIVATIONS, ordered by the entry's `position`. No module outside the units compares an activation's key or
 op: the parity suite, the reports, the benchmarks, the experiments, swap and identify iterate over ACTIVATIONS and
-read these fields, so adding an activation is adding one unit, with no edit elsewhere. An entry without a kernel
+read these fields, so adding an activation is adding one unit (and its faults file), with no edit elsewhere in the
+code; the tests read what they expect of it from its fields and its mpmath reference. An entry without a kernel
 takes its formula wherever the kernel is only the default (Activation.impl_for, core.contracts.interface.default_impl).
 """
 from __future__ import annotations

@@ -106,97 +106,120 @@ class Expression:
 # --- the entry ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Activation:
-    """One catalogue entry.
+    """One catalogue entry, built with keywords by its unit module (core/activations/<key>.py) as ACTIVATION.
 
-    key: unique id, also the reference key ("gelu_tanh"). op, mode: the name of the function and its GELU
-      `approximate` string (None where there is none); Backend.gelu(x, approximate) finds its entry by them.
-    formula: f(xp, x) -> array, gelulab's implementation over a backend's ArrayOps (core.numerics.formulas).
-    d1, d2: closed-form derivatives f(xp, x) in the wide dtype: numpy's derivatives (no autodiff), and the float64
-      formula's derivative rules on jax and TensorFlow (core.contracts.interface.implementation).
-    mp: f(x, order) in mpmath, the high-precision reference of the value and its first two derivatives.
-    limits: {order: (limit at -inf, limit at +inf)}, the reference at infinite inputs; a zero limit carries the sign
-      of the side it is approached from (-0.0: from below).
-    source: where the formula comes from (paper / framework doc).
-    builtins: {backend name: Call | TimesX | Expression}, each framework's own function (or the one-liner its users
-      write); a backend without an entry has no builtin cells.
-    clamp: the formula's clamp point T (beyond +T f = x, beyond -T the -0.0 tail; core.numerics.formulas), also applied to
-      the closed-form derivatives, which then take `limits`; None: the formula needs none (ReLU).
-    far: beyond |x| > far the reference returns the limits (x itself for a linear tail; a tiny number of the limit's
-      sign for a zero limit), every neglected term being below 2^-1400 relative; None: the mp form is evaluated at
-      every finite x.
-    root_windows: {order: ((lo, hi), ...)}, intervals of x around the roots of f' (order 1) and f'' (order 2), where
-      relative error means nothing and the tolerance's absolute floor applies (core.parity.tolerances).
-    dense_tail: intervals of the negative tail sampled densely by the parity regions (core.parity.regions), where an
-      intermediate of the float64 formula turns subnormal before the result does.
-    zero_sign: the sign of a zero value is defined and judged: f(-0) = -0 and an underflowing negative tail gives
-      -0.0. False: zero results are +0 by convention (ReLU) and their sign is not judged.
-    nan_derivative: f' and f'' at NaN are NaN and judged; False where the derivative at NaN is a framework's mask
-      convention (ReLU: 0 or 1).
-    smooth: infinitely differentiable, with a tail worth plotting (parity's error plots and tail-point table).
-    baseline: the arm every other activation is compared against (moons paired differences, bench ratios).
-    headline: one of the pair the article compares, ReLU vs exact GELU (quick benchmark grid, training-step
-      benchmark, `gelulab run`'s moons arms, the accuracy bar).
-    color: matplotlib colour of its lines in the benchmark plots.
-    hf_names: transformers' ACT2FN names of this function (transformers/activations.py), for pretrained configs.
-    kernel: its float32 kernels, a core.numerics.kernels.Kernel (the f, f', f'' functions of core.numerics.kernels, their clamp points
-      and the float32 root of f'), used by impl "kernel", `gelulab verify`, parity and bench; None: no kernel (an
-      explicit impl "kernel" raises ValueError naming the key, verify, parity and bench leave it out, and wherever
-      the kernel is only the default, as in gelulab.apply, the layers and gelulab.swap, the entry takes its
-      formula: see `impl_for`).
-    float64: f(x, order) on float64 numpy arrays for orders 0 and 1, closed forms that do not cancel
-      (core.numerics.float64_forms): the fast oracle of `gelulab verify`; None: none (verify needs one for an entry with a
-      kernel).
-    position: where the entry stands in the catalogue (ACTIVATIONS is ordered by it; the reports, plots and test ids
-      follow that order): 10 relu, 20 gelu_none, 30 gelu_tanh, 40 gelu_sigmoid, 50 silu; a new unit takes a free one.
-    known_faults: the known faults of the frameworks' builtins for this entry (core.parity.known_faults.KnownFault rows,
-      built with core.parity.known_faults.fault; their `keys` are set to this entry's key when the table is collected), as
-      measured by `gelulab parity` and drafted by `gelulab parity --draft-faults`.
-    sigma_form: the kernel fit's description of an x sigma(z(x)) form (core/numerics/kernel_fit.py): (z(a), a z'(a),
-      a z''(a), a starting guess of the zero of f''), mpmath functions evaluated at the fit's working precision;
-      None where the kernel is not of that form (or there is no kernel).
-    torch_classes: the torch module classes ("module.qualname", exact class match) that compute this entry, for
-      gelulab.swap and identify (surgery.TORCH_CLASSES); a class listed by several entries (torch.nn.GELU) is
-      resolved by its `approximate` attribute against their `mode`.
-    keras_names: the keras.activations function names that compute this entry (surgery.KERAS_FUNCTIONS).
-    layer_name: the class of gelulab.layers.torch / gelulab.layers.keras named for this entry ("GELU", built with
-      approximate=mode where the entry has a mode), None: the generic layers' Activation(key).
-    tail_signatures: names of the faults `gelulab identify` recognises in a user's implementation of this entry by
-      a lost near negative tail (probe.NEAR_TAIL: "1+erf cancellation"; probe.SIGNATURES).
-    half_at_zero (derived, not a field): f(x) = x/2 + c x^2 + ... with c > 0 near 0, read from the mpmath reference.
+    The fields come in five groups: identity, numerics (what gelulab computes and the reference it is judged by),
+    parity (how the parity suite samples and judges the entry), presentation (reports, plots, experiments) and
+    integrations (the frameworks' and libraries' names of the function). Each is documented where it is declared.
     """
 
+    # --- identity ------------------------------------------------------------------------------------------------
+
     key: str
+    """Unique id, also the reference key and the test ids' name ("gelu_tanh")."""
     op: str
-    mode: str | None
-    formula: Callable
-    d1: Callable
-    d2: Callable
-    mp: Callable
-    limits: Mapping
+    """The name of the function ("gelu", "relu"); Backend.gelu(x, approximate) finds its entry by op and mode."""
+    mode: str | None = None
+    """GELU's `approximate` string ("none", "tanh", "sigmoid"); None where the op has no modes."""
     source: str
-    builtins: Mapping = field(default_factory=dict)
-    clamp: float | None = None
-    far: float | None = None
-    root_windows: Mapping = field(default_factory=dict)
-    dense_tail: tuple = ()
-    zero_sign: bool = True
-    nan_derivative: bool = True
-    smooth: bool = True
-    baseline: bool = False
-    headline: bool = False
-    color: str = "black"
-    hf_names: tuple = ()
-    kernel: kernels.Kernel | None = None
-    float64: Callable | None = None
+    """Where the formula comes from: the formula in words and its paper or framework doc."""
     position: int = 1000
-    known_faults: tuple = ()
+    """Where the entry stands in the catalogue: ACTIVATIONS is ordered by it, and the reports, plots and test ids
+    follow that order (10 relu, 20 gelu_none, 30 gelu_tanh, 40 gelu_sigmoid, 50 silu; a new unit takes a free one)."""
+
+    # --- numerics: gelulab's implementations and the reference --------------------------------------------------
+
+    formula: Callable
+    """f(xp, x) -> array: gelulab's implementation over a backend's ArrayOps (core.numerics.formulas), computed in
+    the wide dtype and rounded once."""
+    d1: Callable
+    """f'(xp, x) in closed form, in the wide dtype: numpy's derivative (no autodiff), and the float64 formula's
+    derivative rule on jax and TensorFlow (core.contracts.interface.implementation)."""
+    d2: Callable
+    """f''(xp, x) in closed form, as `d1`."""
+    mp: Callable
+    """mp(x, order) in mpmath, order 0, 1 or 2: the high-precision reference of the value and its first two
+    derivatives, at the caller's working precision (core.parity.reference rounds it to each dtype)."""
+    limits: Mapping
+    """{order: (limit at -inf, limit at +inf)}: the reference at infinite inputs. A limit may be +-inf at any order;
+    a zero limit carries the sign of the side it is approached from (-0.0: from below)."""
+    clamp: float | None = None
+    """The formula's clamp point T (core.numerics.formulas): beyond +T f = x, beyond -T the -0.0 tail; the
+    closed-form derivatives are clamped too and take `limits` beyond it. None: the formula needs none (ReLU)."""
+    far: float | None = None
+    """Beyond |x| > far the reference returns the limits (x itself for an infinite limit, so only where f(x)/x -> 1;
+    a tiny number of the limit's sign for a zero limit), every neglected term being below 2^-1400 relative. None:
+    the mp form is evaluated at every finite x."""
+    kernel: kernels.Kernel | None = None
+    """Its float32 kernels, a core.numerics.kernels.Kernel (the f, f', f'' functions of core.numerics.kernels, their
+    clamp points and the float32 root of f'), used by impl "kernel", `gelulab verify`, parity and bench. None: no
+    kernel: an explicit impl "kernel" raises ValueError naming the key, verify, parity and bench leave it out, and
+    where the kernel is only the default (gelulab.apply, the layers, gelulab.swap) the entry takes its formula
+    (`impl_for`)."""
+    float64: Callable | None = None
+    """f(x, order) on float64 numpy arrays for orders 0 and 1, closed forms that do not cancel
+    (core.numerics.float64_forms): the fast oracle of `gelulab verify`. None: none (verify needs one for an entry
+    with a kernel)."""
     sigma_form: tuple | None = None
+    """The kernel fit's description of an x sigma(z(x)) form (core/numerics/kernel_fit.py): (z(a), a z'(a),
+    a z''(a), a starting guess of the zero of f''), mpmath functions evaluated at the fit's working precision.
+    None where the kernel is not of that form (or there is no kernel)."""
+
+    # --- parity: how the parity suite samples and judges the entry ----------------------------------------------
+
+    root_windows: Mapping = field(default_factory=dict)
+    """{order: ((lo, hi), ...)}: intervals of x around the roots of f' (order 1) and f'' (order 2), where relative
+    error means nothing and the tolerance's absolute floor applies (core.parity.tolerances)."""
+    dense_tail: tuple = ()
+    """Intervals of the negative tail sampled densely by the parity regions (core.parity.regions), where an
+    intermediate of the float64 formula turns subnormal before the result does."""
+    zero_sign: bool = True
+    """The sign of a zero value is defined and judged: f(-0) = -0 and an underflowing negative tail gives -0.0.
+    False: zero results are +0 by convention (ReLU) and their sign is not judged."""
+    nan_derivative: bool = True
+    """f' and f'' at NaN are NaN and judged. False where the derivative at NaN is a framework's mask convention
+    (ReLU: 0 or 1)."""
+    known_faults: tuple = ()
+    """The known faults of the frameworks' builtins for this entry (core.parity.known_faults.KnownFault rows; their
+    `keys` are set to this entry's key when the table is collected), as measured by `gelulab parity`: the unit
+    loads them from its data file core/activations/faults/<key>.toml (core.parity.fault_data.load), which
+    `gelulab parity --draft-faults` drafts rows for."""
+
+    # --- presentation: reports, plots and experiments -----------------------------------------------------------
+
+    color: str = "black"
+    """matplotlib colour of its lines in the benchmark plots (its name in reports is `label`)."""
+    smooth: bool = True
+    """Infinitely differentiable, with a tail worth plotting (parity's error plots and tail-point table)."""
+    baseline: bool = False
+    """The arm every other activation is compared against (moons paired differences, bench ratios)."""
+    headline: bool = False
+    """One of the pair the article compares, ReLU vs exact GELU (quick benchmark grid, training-step benchmark,
+    `gelulab run`'s moons arms, the accuracy bar)."""
+
+    # --- integrations: the frameworks' and libraries' names of the function -------------------------------------
+
+    builtins: Mapping = field(default_factory=dict)
+    """{backend name: Call | TimesX | Expression}: each framework's own function (or the one-liner its users
+    write); a backend without an entry has no builtin cells and computes the formula where no impl is named."""
+    hf_names: tuple = ()
+    """transformers' ACT2FN names of this function (transformers/activations.py), for pretrained configs."""
     torch_classes: tuple[str, ...] = ()
+    """The torch module classes ("module.qualname", exact class match) that compute this entry, for gelulab.swap
+    and identify (surgery.TORCH_CLASSES); a class listed by several entries (torch.nn.GELU) is resolved by its
+    `approximate` attribute against their `mode`."""
     keras_names: tuple[str, ...] = ()
+    """The keras.activations function names that compute this entry (surgery.KERAS_FUNCTIONS)."""
     layer_name: str | None = None
+    """The class of gelulab.layers.torch / gelulab.layers.keras named for this entry ("GELU", built with
+    approximate=mode where the entry has a mode). None: the generic layers' Activation(key)."""
     tail_signatures: tuple[str, ...] = ()
+    """Names of the faults `gelulab identify` recognises in a user's implementation of this entry by a lost near
+    negative tail (probe.NEAR_TAIL: "1+erf cancellation"; probe.SIGNATURES)."""
+
+    # derived, not fields: `half_at_zero` (read from `mp`) and `label` (from op and mode), below
 
     @cached_property
     def half_at_zero(self) -> bool:

@@ -1,14 +1,17 @@
-"""`gelulab parity --draft-faults`: the known-fault rows of the NEW cells of a parity run, drafted as Python.
+"""`gelulab parity --draft-faults`: the known-fault rows of the NEW cells of a parity run, drafted as the TOML of a
+unit's faults file.
 
-A new catalogue unit (core/activations/<key>.py) lists the known faults of the frameworks' builtins computing it
-(its `known_faults`, rows of core.parity.known_faults.fault). This drafts them from the cells a run flagged NEW (beyond
-tolerance, no known fault; EXCEPTION cells too): the cells of one backend, impl and activation are grouped into
-products orders x regions x dtypes x modes, each product one row and one guess of a mechanism, named by a
-placeholder whose reason and link say what was measured and that a person must check it upstream (reproduce it,
-find the cause, find or file the upstream report) before the row is pasted into the unit.
+A catalogue unit (core/activations/<key>.py) reads the known faults of the frameworks' builtins computing it from
+its faults file, core/activations/faults/<key>.toml (core.parity.fault_data: [mechanism.NAME] tables and [[fault]]
+rows). This drafts both from the cells a run flagged NEW (beyond tolerance, no known fault; EXCEPTION cells too): the
+cells of one backend, impl and activation are grouped into products orders x regions x dtypes x modes, each product
+one row and one guess of a mechanism, named by a placeholder whose reason and link say what was measured and that a
+person must check it upstream (reproduce it, find the cause, find or file the upstream report) before the tables
+are pasted into the faults file.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from gelulab.core.numerics.dtypes import DTYPES
@@ -62,35 +65,50 @@ def _evidence(g) -> str:
         return f"the call raised: {raised[0]}"
     at = "" if worst.get("worst_x") is None else f" at x = {worst['worst_x']:g}"
     ulp = "" if worst.get("max_ulp") is None else f"{worst['max_ulp']:.3g} ULP"
-    return (f"beyond tolerance in {len(g['cells'])} cells, worst {ulp}{at} ({worst['dtype']}, d{worst['order']}, "
+    n = len(g["cells"])
+    return (f"beyond tolerance in {n} cell{'' if n == 1 else 's'}, worst {ulp}{at} ({worst['dtype']}, d{worst['order']}, "
             f"{worst['region']}, {worst['mode']})")
 
 
+def _toml(value) -> str:
+    """A TOML value: a basic string (JSON's escapes are TOML's), or an array of strings or integers."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def draft_faults(cells, source: str = "a parity run") -> str:
-    """Python text: one mechanism placeholder and one `fault(...)` row per group of draft_groups(cells), grouped by
-    activation under a comment naming its unit, every placeholder marked as to be checked upstream by a person.
-    "" when no cell is NEW."""
+    """TOML text for the faults files of the activations with NEW cells: per activation, under a comment naming its
+    file, one [mechanism.NAME] placeholder and one [[fault]] row per group of draft_groups(cells), every placeholder
+    and row marked as to be checked upstream by a person (core.parity.fault_data reads the format). "" when no cell
+    is NEW."""
     groups = draft_groups(cells)
     if not groups:
         return ""
     n = sum(len(g["cells"]) for g in groups)
-    lines = [f"# Drafted by `gelulab parity --draft-faults` from {source}: {n} NEW cells in {len(groups)} rows.",
+    rows = len(groups)
+    counted = f"{n} NEW cell{'' if n == 1 else 's'} in {rows} row{'' if rows == 1 else 's'}"
+    lines = [f"# Drafted by `gelulab parity --draft-faults` from {source}: {counted}.",
              "# Each row guesses that its cells share one mechanism. A person reproduces each, finds the cause and the",
-             "# upstream report (or files one), writes reason and link, merges rows of one mechanism, and pastes them",
-             "# into the unit's KNOWN_FAULTS (core/activations/<key>.py). Until then they are drafts, not known faults."]
+             "# upstream report (or files one), writes reason and link, merges rows of one mechanism, and pastes the",
+             "# tables into the unit's faults file (core/activations/faults/<key>.toml, which the unit loads with",
+             "# core.parity.fault_data.load). Until then they are drafts, not known faults."]
     count = defaultdict(int)
     for key in dict.fromkeys(g["key"] for g in groups):
-        lines += ["", f"# core/activations/{key}.py"]
-        rows = []
+        lines += ["", f"# core/activations/faults/{key}.toml"]
         for g in (g for g in groups if g["key"] == key):
             count[(key, g["backend"])] += 1
             name = f"{key.upper()}_{g['backend'].upper()}_{count[(key, g['backend'])]}"
-            lines += [f"{name} = (",
-                      f"    {TO_CHECK + ': ' + _evidence(g)!r},",
-                      f"    {TO_CHECK + ': no upstream report searched yet'!r},",
-                      ")"]
-            impl = "" if g["impl"] == "builtin" else f", impl={g['impl']!r}"
-            rows.append(f"    fault({name}, {g['backend']!r}, {g['orders']!r}, {g['regions']!r}, {g['dtypes']!r}, "
-                        f"{g['modes']!r}{impl}),  # {TO_CHECK}")
-        lines += ["KNOWN_FAULTS = (", *rows, ")"]
+            lines += ["", f"[mechanism.{name}]",
+                      f"reason = {_toml(TO_CHECK + ': ' + _evidence(g))}",
+                      f"link = {_toml(TO_CHECK + ': no upstream report searched yet')}",
+                      "", f"[[fault]]  # {TO_CHECK}",
+                      f"mechanism = {_toml(name)}",
+                      f"backend = {_toml(g['backend'])}",
+                      f"orders = {_toml(g['orders'])}",
+                      f"regions = {_toml(g['regions'])}",
+                      f"dtypes = {_toml(g['dtypes'])}",
+                      f"modes = {_toml(g['modes'])}"]
+            if g["impl"] != "builtin":
+                lines.append(f"impl = {_toml(g['impl'])}")
     return "\n".join(lines) + "\n"
