@@ -9,7 +9,7 @@ Each measured group is stored as it finishes (experiments.parity.store), so Ctrl
 the same command resumes. `--fail-on-new` makes the command exit 1 when a cell is beyond tolerance and matches no
 known fault, so a CI job can run it on its own framework versions and devices. `--draft-faults` prints draft
 known-fault rows for the NEW cells (experiments.parity.draft), for a person to check upstream before they go into
-the activation's unit.
+the activation's faults file (core/activations/faults/<key>.toml).
 """
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on-new", action="store_true",
                         help="exit 1 when a cell is beyond tolerance and matches no known fault (for CI)")
     parser.add_argument("--draft-faults", action="store_true",
-                        help="print draft known-fault rows (Python, one per mechanism guess) for the NEW cells, "
-                             "each to be checked upstream by a person before it goes into the activation's unit")
+                        help="print draft known-fault rows (TOML, one per mechanism guess) for the NEW cells, each "
+                             "to be checked upstream by a person before it goes into the activation's faults file "
+                             "(core/activations/faults/<key>.toml)")
 
 
 FLAG_LABELS = {**KINDS, "new": "NEW: no known fault", "exception": "EXCEPTION: the call raised"}
