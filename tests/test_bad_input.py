@@ -121,6 +121,21 @@ CASES = [
                                 mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp / "ro"))),
          marks=(pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                                    reason="root writes into a read-only folder"),)),
+    # a results folder holds one command's results (here written by an older gelulab, without the record: judged by
+    # the files one command alone writes)
+    Case("out-of-moons-given-to-the-grid", ("moons", "--grid", "{tmp}/g.toml", "--out", "{tmp}/X", "--no-progress"), 2,
+         r"^gelulab moons: error: --out \S+/X holds results of `gelulab moons` \(results\.json, runs/\); choose "
+         r"another --out for `gelulab moons --grid`$",
+         files={"g.toml": "[base]\nseeds = 1\nn_samples = 100\n[axes]\ndepth = [1, 2]\nepochs = [1]\n",
+                "X/runs/matched/seed0.json": "{}\n", "X/results.json": "{}\n"}),
+    Case("out-of-the-grid-given-to-moons", ("moons", "--seeds", "1", "--out", "{tmp}/X", "--no-progress"), 2,
+         r"^gelulab moons: error: --out \S+/X holds results of `gelulab moons --grid` \(cells/, grid\.json, "
+         r"report\.md\); choose another --out for `gelulab moons`$",
+         files={"X/cells/c0/runs.txt": "x\n", "X/grid.json": "{}\n", "X/report.md": "# grid\n"}),
+    Case("out-of-parity-given-to-bench", ("bench", "--quick", "--backend", "numpy", "--no-plots", "--out", "{tmp}/X"),
+         2, r"^gelulab bench: error: --out \S+/X holds results of `gelulab parity` \(parity\.json, report\.md\); "
+            r"choose another --out for `gelulab bench`$",
+         files={"X/parity.json": "{}\n", "X/report.md": "# parity\n"}),
     # sizes beyond this machine's memory: refused before anything is allocated, naming the field
     _moons("--samples", "100000000000", r"n_samples=100000000000: one training group .* needs " + _SIZE),
     _moons("--hidden", "100000000000", r"hidden=\(100000000000,\): one training group .* needs " + _SIZE),

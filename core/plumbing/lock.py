@@ -59,7 +59,8 @@ _guards: dict[str, dict] = {}  # realpath of a held folder -> its identity, kind
 # the command whose results a folder holds, from the module that holds it (the longest matching prefix; a module
 # of gelulab.experiments.<name> not listed is `gelulab <name>`); hold(kind=...) names it explicitly
 KINDS = {
-    "gelulab.experiments.moons.grid": "gelulab moons --grid",  # grid, grid_cli, grid_study, grid_report
+    "gelulab.experiments.moons.grid_cli": "gelulab moons --grid",
+    "gelulab.experiments.moons.grid_study": "gelulab moons --grid",
     "gelulab.benchmarks.model": "gelulab bench --model",
     "gelulab.benchmarks": "gelulab bench",
 }
