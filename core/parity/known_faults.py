@@ -1,18 +1,19 @@
 """Known upstream faults of the frameworks' builtins, as data: each cell of the parity matrix listed here must
 fail its tolerance, and the test suite marks it xfail(strict=True), so a framework fix shows up as XPASS.
 
-The rows live with their activation: each catalogue unit (core/activations/<key>.py) lists the faults of the
-builtins computing it in its `known_faults` field, built with `fault` from the mechanisms it names (its own, or the
+The rows live with their activation: each catalogue unit (core/activations/<key>.py) holds the faults of the
+builtins computing it in its `known_faults` field, read from its faults file core/activations/faults/<key>.toml
+(core.parity.fault_data, which builds each row with `fault` from the mechanisms it names: the file's own, or the
 ones shared by several activations, defined here). KNOWN_FAULTS collects them, after the rows that hold for every
 activation (XLA's float16 at its lowest CPU level), when first read. `gelulab parity --draft-faults` drafts the rows
-of a new entry from a parity run, each to be checked upstream by a person before it is pasted into the unit.
+of a new entry from a parity run, each to be checked upstream by a person before it is pasted into the faults file.
 
 Measured on CPU with torch 2.13.0, jax 0.10.2 and tensorflow 2.21.0 (constraints.txt) by `gelulab parity`; each
 entry is one mechanism (reason, upstream link) applied to the cells where it shows: backend x activation x
 derivative orders x regions x dtypes x modes. An entry for gelulab's own formula or kernel (impl "formula" or
 "kernel", kind "gelulab") would mark a cell where it misses its goal; today none does. When a framework is
 upgraded, rerun `gelulab parity`: cells that pass now are reported XPASS by the tests and their entries are deleted
-from their unit.
+from their unit's faults file.
 
 Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault with an upstream report, linked),
 "unreported" (known here, no upstream report found) or "gelulab" (gelulab's own formula). `gelulab parity` splits
@@ -116,7 +117,7 @@ def _measured(group) -> bool:
 
 # Mechanisms: (reason, link) or (reason, link, kind); a cell failing for two reasons names both. Without a kind
 # the entry's kind is derived (KnownFault.classification); it is given where the link alone would mislead. The
-# mechanisms shared by several activations are here; each unit defines its own.
+# mechanisms shared by several activations are here; each unit's faults file defines its own.
 INF_GRAD = (
     "the builtin's derivative is NaN at +-inf (inf * 0 in the backward formula); the limits are 1 and 0",
     'no upstream report found (2026-11)',
