@@ -25,6 +25,7 @@ value wrong).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from gelulab.api import probe as P
+from gelulab.backends import READER_FOLDERS, REGISTRY
+from gelulab.backends.tools import tool, with_tool
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.contracts.audit import (
     Site,  # defined in core so that the readers (backends) can build sites
@@ -341,17 +344,18 @@ def to_json(a: ModelReport, b: ModelReport | None = None, diffs: Sequence[SiteDi
 
 # --- the readers, and the dispatch of a model or a path to one ---------------------------------------------------
 
-# reader name -> its module. Each reader module imports its framework inside its functions only, and provides
+# reader name -> its module: every backend whose record lists an `audit` tool module (torch: nn.Module, torch.export
+# programs and .pt2, Hugging Face folders; tensorflow: Keras models, .keras, SavedModel folders, .tflite; jax: jax
+# functions and Flax modules, their jaxpr), then the readers of gelulab.backends.READER_FOLDERS (onnx: .onnx run by
+# onnxruntime). Each reader module imports its framework inside its functions only, and provides
 #   reads_path(path: pathlib.Path) -> bool      whether it reads this file or folder (by suffix or content)
 #   reads_object(obj) -> bool                   whether obj is a model of its framework (asking sys.modules only)
 #   read(source, options: Options) -> tuple[list[Site], str, str]   (sites, format, runtime with its version)
 # and raises ValueError (one line: the file, what is wrong, what would do) for a file that does not load, a model
 # whose example input cannot be inferred, or a file that would run code (pickle, Keras unsafe mode).
 READERS = {
-    "torch": "gelulab.backends.torch.audit",  # nn.Module, torch.export programs and .pt2, Hugging Face folders
-    "onnx": "gelulab.backends.onnx.audit",  # .onnx run by onnxruntime
-    "tensorflow": "gelulab.backends.tensorflow.audit",  # Keras models, .keras, SavedModel folders, .tflite
-    "jax": "gelulab.backends.jax.audit",  # jax functions and Flax modules (their jaxpr)
+    **{name: f"gelulab.backends.{name}.audit" for name in with_tool("audit")},  # the backends' `audit` tool modules
+    **{name: f"gelulab.backends.{name}.audit" for name in READER_FOLDERS},  # readers of a runtime's files (onnx)
 }
 ORT_LEVELS = ("disable", "basic", "extended", "all")
 
@@ -394,8 +398,6 @@ class ModelComparison:
 
 def _reader(name: str):
     """The reader module `name`, or None when it is not installed (a checkout without that reader yet)."""
-    import importlib
-
     try:
         return importlib.import_module(READERS[name])
     except ModuleNotFoundError as e:
@@ -425,7 +427,7 @@ def is_model(obj, options: Options | None = None) -> bool:
         return False
     if _plain_function(obj) and (options is None or (options.example is None and options.params is None)):
         return False
-    return any(m.reads_object(obj) for n, m in _readers() if _framework_loaded(n))
+    return any(m.reads_object(obj) for _, m in _readers())  # each asks sys.modules only
 
 
 def _plain_function(obj) -> bool:
@@ -434,36 +436,17 @@ def _plain_function(obj) -> bool:
     import functools
     import types
 
+    function_types = {t for name in with_tool("probe") for t in getattr(tool(name, "probe"), "FUNCTION_TYPES", ())}
     return isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)) \
-        or type(obj).__name__ in ("PjitFunction", "CompiledFunction")
+        or type(obj).__name__ in function_types
 
 
 def _activation_module(obj) -> bool:
-    """A torch module or Keras layer that is an activation, not a model: a torch module whose class is one of
-    api.surgery.TORCH_CLASSES (torch.nn.GELU, transformers' GELUActivation, gelulab's layers) or that has no
-    submodules and no parameters (torch.nn.Tanh, a user's activation Module); a Keras layer (not a Model) without
-    weights."""
-    import sys
+    """An activation module or layer, not a model (api.surgery.activation_module: a torch module whose class swap
+    recognises or that has no submodules and no parameters, a Keras layer without weights that is not a Model)."""
+    from gelulab.api.surgery import activation_module
 
-    keras = sys.modules.get("keras")
-    if keras is not None and isinstance(obj, keras.layers.Layer) and not isinstance(obj, keras.Model):
-        return not obj.weights  # keras.layers.Activation("gelu"), ReLU: an activation layer, no weights
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(obj, torch.nn.Module):
-        return False
-    from gelulab.api.surgery import TORCH_CLASSES
-
-    cls = type(obj)
-    if f"{cls.__module__}.{cls.__qualname__}" in TORCH_CLASSES:
-        return True
-    return next(obj.children(), None) is None and next(obj.parameters(), None) is None
-
-
-def _framework_loaded(name: str) -> bool:
-    import sys
-
-    return {"torch": "torch", "onnx": "onnx", "tensorflow": "keras", "jax": "jax"}[name] in sys.modules or (
-        name == "tensorflow" and "tensorflow" in sys.modules)
+    return activation_module(obj)
 
 
 def audit(source, options: Options | None = None) -> ModelReport:
@@ -479,19 +462,27 @@ def audit(source, options: Options | None = None) -> ModelReport:
             raise ValueError(f"{path}: no such file or folder")
         for name, reader in _readers():
             if reader.reads_path(path):
-                if name == "tensorflow":  # a .keras file may hold gelulab's layers: registered before it loads
-                    import gelulab.layers.keras  # noqa: F401
+                _register_layers(name)
                 sites, fmt, runtime = reader.read(path, options)
                 return report(sites, str(path), fmt, runtime)
         raise ValueError(f"{path}: not a model gelulab reads; expected an .onnx, .tflite, .keras or .pt2 file, a "
                          "SavedModel folder or a Hugging Face model folder (config.json and model.safetensors)")
     for name, reader in _readers():
-        if _framework_loaded(name) and reader.reads_object(source):
+        if reader.reads_object(source):
             sites, fmt, runtime = reader.read(source, options)
             return report(sites, _short_repr(source), fmt, runtime)
     raise TypeError(f"gelulab.identify: got a {type(source).__module__}.{type(source).__qualname__}; expected an "
                     "activation callable, a model (torch.nn.Module, torch.export program, Keras model, Flax module "
                     "with params=, jax function with example=) or the path of a model file or folder")
+
+
+def _register_layers(name: str) -> None:
+    """Import gelulab's layers of the backend whose reader is about to load a file (its record's `layers`), so that a
+    file naming them loads (a .keras file names gelulab's serializable Keras layers); nothing for a reader without
+    a backend record (onnx)."""
+    caps = REGISTRY.get(name)
+    if caps is not None and caps.layers is not None:
+        importlib.import_module(f"gelulab.layers.{caps.layers}")
 
 
 def audit_pair(a, b, options: Options | None = None) -> ModelComparison:

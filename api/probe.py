@@ -27,15 +27,16 @@ already imported is tried in turn with a small array, numpy first. Only framewor
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from gelulab.backends.tools import loaded, tool, with_tool
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.parity.reference import reference
 
@@ -223,39 +224,51 @@ def _distance(y: np.ndarray, r: np.ndarray) -> float:
 
 # --- frameworks: which one a callable belongs to, arrays in and out ---------------------------------------------
 
-# top-level module of a callable -> the framework whose arrays it takes ("keras": its configured backend)
-MODULE_FRAMEWORKS = {"torch": "torch", "transformers": "torch", "jax": "jax", "jaxlib": "jax", "flax": "jax",
-                     "optax": "jax", "tensorflow": "tensorflow", "tf_keras": "tensorflow", "keras": "keras",
-                     "numpy": "numpy", "scipy": "numpy"}
-FRAMEWORKS = ("torch", "jax", "tensorflow", "numpy")
-_TRIAL_ORDER = ("numpy", "torch", "jax", "tensorflow")
+# The frameworks a callable can be probed in: the backends whose record lists a `probe` tool module
+# (backends/<name>/probe.py, gelulab.backends.tools), in the registry's order; the trials of a callable of unknown
+# framework take numpy first (it is always imported, and cheap).
+FRAMEWORKS = with_tool("probe")
+_TRIAL_ORDER = tuple(sorted(FRAMEWORKS, key=lambda n: n != "numpy"))
+
+
+def _probe(name: str):
+    """backends/<name>/probe.py."""
+    return tool(name, "probe")
+
+
+def _loaded_probes() -> list:
+    """(name, probe module) of every framework the caller has imported, in the registry's order."""
+    return [(n, _probe(n)) for n in FRAMEWORKS if loaded(n)]
+
+
+def module_frameworks() -> dict[str, str]:
+    """{top-level module name: backend name}: the framework whose arrays a callable defined in that module takes
+    (each probe module's MODULES: "transformers" -> "torch", "flax" -> "jax", "scipy" -> "numpy", ...)."""
+    return {module: name for name in FRAMEWORKS for module in _probe(name).MODULES}
 
 
 def _framework(fn, forced: str | None) -> str:
     if forced is not None:
         if forced not in FRAMEWORKS:
             raise ValueError(f"framework={forced!r}; expected one of {list(FRAMEWORKS)}")
-        if forced != "numpy" and forced not in sys.modules:
+        if not loaded(forced):
             raise TypeError(f"identify: framework={forced!r} is not imported; import it first")
         return forced
-    torch, keras = sys.modules.get("torch"), sys.modules.get("keras")
-    if torch is not None and isinstance(fn, torch.nn.Module):
-        return "torch"
-    if keras is not None and isinstance(fn, keras.layers.Layer):
-        return _keras_backend()
+    for _, probe in _loaded_probes():  # a model or layer object (torch.nn.Module, Keras layer) says its framework
+        owner = probe.owner(fn)
+        if owner is not None:
+            return owner if owner in FRAMEWORKS else "numpy"  # Keras on a backend without a probe: numpy arrays
     target = fn
     while isinstance(target, functools.partial):
         target = target.func
     module = getattr(target, "__module__", None) or type(target).__module__ or ""
-    hint = MODULE_FRAMEWORKS.get(module.split(".")[0])
-    if hint == "keras":
-        return _keras_backend()
-    if hint is not None and (hint == "numpy" or hint in sys.modules):
+    hint = module_frameworks().get(module.split(".")[0])
+    if hint is not None and loaded(hint):
         return hint
     sample = np.array([-1.0, 0.5], np.float32)
     errors, own = {}, None
     for name in _TRIAL_ORDER:
-        if name != "numpy" and name not in sys.modules:
+        if not loaded(name):
             continue
         try:
             y = _raw_call(fn, name, sample)
@@ -277,7 +290,6 @@ def _framework(fn, forced: str | None) -> str:
 _WRONG_ARRAY = (TypeError, AttributeError, ValueError, RuntimeError, NotImplementedError)
 # ... and what says the callable itself failed, whatever the array (RecursionError is a RuntimeError)
 _OWN_FAILURES = (ArithmeticError, MemoryError, LookupError, RecursionError, AssertionError, NameError, OSError)
-_ARRAY_KINDS = {"numpy": "numpy array", "torch": "torch tensor", "jax": "jax array", "tensorflow": "tf tensor"}
 
 
 def _wrong_array(e: BaseException) -> bool:
@@ -287,7 +299,7 @@ def _wrong_array(e: BaseException) -> bool:
     if isinstance(e, _OWN_FAILURES):
         return False
     module = type(e).__module__.split(".")[0]
-    return isinstance(e, _WRONG_ARRAY) or module in MODULE_FRAMEWORKS or module in ("jaxlib", "tensorflow")
+    return isinstance(e, _WRONG_ARRAY) or module in module_frameworks()
 
 
 def _error_text(e: BaseException, limit: int = 200) -> str:
@@ -300,30 +312,23 @@ def _error_text(e: BaseException, limit: int = 200) -> str:
 
 
 def _failed(fn, name: str, a: np.ndarray, e: BaseException) -> CallableFailed:
-    what = f"the callable raised {_error_text(e)} on a {a.dtype} {_ARRAY_KINDS[name]} of shape {a.shape}"
+    what = f"the callable raised {_error_text(e)} on a {a.dtype} {_probe(name).ARRAY_KIND} of shape {a.shape}"
     return CallableFailed(f"identify: {what} ({_short(fn)})", what)
 
 
-def _keras_backend() -> str:
-    name = sys.modules["keras"].backend.backend()
-    return name if name in FRAMEWORKS else "numpy"
-
-
-def _native(name: str, a: np.ndarray):
-    if name == "torch":
-        return sys.modules["torch"].from_numpy(a.copy())
-    if name == "jax":
-        return sys.modules["jax"].numpy.asarray(a)
-    if name == "tensorflow":
-        return sys.modules["tensorflow"].constant(a)
-    return a.copy()
+def native(name: str, a: np.ndarray):
+    """The numpy array `a` as framework `name`'s array (one of FRAMEWORKS, imported by the caller), the same dtype
+    and shape, as the probe feeds it (backends/<name>/probe.py's native)."""
+    return _probe(name).native(a)
 
 
 def _to_numpy(y) -> np.ndarray:
-    if hasattr(y, "detach"):  # torch
-        y = y.detach().cpu()
-    if hasattr(y, "numpy") and not isinstance(y, np.ndarray):  # torch, tensorflow
-        y = y.numpy()
+    """A callable's output as numpy: converted by the probe module of the framework it belongs to, else
+    np.asarray."""
+    for _, probe in _loaded_probes():
+        out = probe.as_numpy(y)
+        if out is not None:
+            return out
     return np.asarray(y)
 
 
@@ -338,12 +343,10 @@ def _call(fn, name: str, a: np.ndarray) -> np.ndarray:
 
 
 def _raw_call(fn, name: str, a: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            with torch.no_grad():
-                return _to_numpy(fn(_native(name, a)))
-        return _to_numpy(fn(_native(name, a)))
+    with np.errstate(all="ignore"), contextlib.ExitStack() as stack:
+        for _, probe in _loaded_probes():  # e.g. torch.no_grad(), also for a torch module fed another array
+            stack.enter_context(probe.context())
+        return _to_numpy(fn(_probe(name).native(a)))
 
 
 def _check_output(fn, y: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -356,8 +359,9 @@ def _check_output(fn, y: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 
 def _float64(fn, name: str) -> tuple[dict[str, float] | None, str]:
-    if name == "jax" and not sys.modules["jax"].config.read("jax_enable_x64"):
-        return None, "jax computes float64 only with jax_enable_x64, which identify leaves as the caller set it"
+    note = _probe(name).float64_note()
+    if note:
+        return None, note
     try:
         y = _call(fn, name, SEPARATING.astype(np.float64))
     except Exception as e:  # noqa: BLE001 - e.g. a module whose parameters are float32

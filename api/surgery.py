@@ -1,18 +1,16 @@
 """Swap the activations of a user's model for gelulab's: `gelulab.swap(model, to=..., impl=...)`.
 
-torch: every submodule whose class is listed in TORCH_CLASSES (torch.nn.GELU / ReLU / SiLU, the activation
-classes of Hugging Face transformers, gelulab's own layers) is replaced in its parent by the gelulab module
-(gelulab.layers.torch) computing the target variant. Keras: every layer whose `activation` is one of
-KERAS_FUNCTIONS (keras.activations.gelu / relu / silu, i.e. Dense(..., activation="gelu") and
-keras.layers.Activation("gelu")) or a gelulab Keras layer gets gelulab's Keras layer as its activation
-(gelulab.layers.keras, serializable: the model still saves and loads). Everything else is left as it is, e.g.
-transformers' ClippedGELUActivation (a GELU clipped to [-10, 10]) and keras.layers.ReLU.
-
-Saving a swapped transformers model: `save_pretrained` stores the weights and config.json, and `from_pretrained`
-rebuilds the activations the model's code and config name (its `hidden_act`), not gelulab's, which have no weights
-and no config entry. So that this is not silent, a torch model swapped while transformers is loaded warns once per
-`save_pretrained` call (a UserWarning of one line, naming the folder and the `gelulab.swap(...)` call to repeat after
-`from_pretrained`); `state_dict()`, `torch.save` and `torch.export` are unaffected and say nothing.
+The model's framework does the work: each backend whose record lists a `surgery` tool module (backends/<name>/
+surgery.py, gelulab.backends.tools) recognises its own models and the activations in them, and replaces them with
+the layers of gelulab.layers.<its record's `layers`>. torch (backends/torch/surgery.py): every submodule whose class
+is listed in its TORCH_CLASSES (torch.nn.GELU / ReLU / SiLU, the activation classes of Hugging Face transformers,
+gelulab's own layers) is replaced in its parent by the gelulab module (gelulab.layers.torch) computing the target
+variant; a swapped transformers model warns once per `save_pretrained` call that the saved folder loads with the
+model's own activations, naming the `gelulab.swap(...)` call to repeat. Keras (backends/tensorflow/surgery.py): every
+layer whose `activation` is one of its KERAS_FUNCTIONS (keras.activations.gelu / relu / silu, i.e. Dense(...,
+activation="gelu") and keras.layers.Activation("gelu")) or a gelulab Keras layer gets gelulab's Keras layer as its
+activation (gelulab.layers.keras, serializable: the model still saves and loads). Everything else is left as it
+is, e.g. transformers' ClippedGELUActivation (a GELU clipped to [-10, 10]) and keras.layers.ReLU.
 
 Which formula each transformers class computes (transformers/activations.py, 4.x and 5.x):
 GELUActivation: torch.nn.functional.gelu, or 0.5 x (1 + erf(x / sqrt 2)) with use_gelu_python -> exact GELU;
@@ -23,40 +21,13 @@ QuickGELUActivation: x sigmoid(1.702 x) -> sigmoid form; SiLUActivation: F.silu 
 """
 from __future__ import annotations
 
-import sys
-import warnings
+import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gelulab.core.activations import ACTIVATIONS, DEFAULT_IMPL, activation_key, check_impl, get_activation
-
-
-def _torch_rule(keys: tuple[str, ...]):
-    """The TORCH_CLASSES value of a class the catalogue entries `keys` list: the key itself, or for a class listed by
-    several entries of one op (torch.nn.GELU), a function of the module choosing by its `approximate`."""
-    if len(keys) == 1:
-        return keys[0]
-    op = get_activation(keys[0]).op
-    return lambda m: activation_key(op, m.approximate)
-
-
-def _torch_classes() -> dict:
-    listed: dict[str, tuple[str, ...]] = {}
-    for key, a in ACTIVATIONS.items():
-        for cls in a.torch_classes:
-            listed[cls] = listed.get(cls, ()) + (key,)
-    rules = {cls: _torch_rule(keys) for cls, keys in listed.items()}
-    own = ("Activation", *dict.fromkeys(a.layer_name for a in ACTIVATIONS.values() if a.layer_name))
-    rules.update({f"gelulab.layers.torch.{name}": (lambda m: m.key) for name in own})
-    return rules
-
-
-# torch module class ("module.qualname") -> catalogue key of what it computes (a function of the module where
-# the class has a mode), from the catalogue units' `torch_classes`, and gelulab's own layers. Exact class match: a
-# subclass may compute something else.
-TORCH_CLASSES = _torch_classes()
-# keras.activations function name -> catalogue key, from the catalogue units' `keras_names`.
-KERAS_FUNCTIONS = {name: key for key, a in ACTIVATIONS.items() for name in a.keras_names}
+from gelulab.backends import REGISTRY
+from gelulab.backends.tools import tool, with_tool
+from gelulab.core.activations import check_impl, get_activation
 
 
 @dataclass(frozen=True)
@@ -125,143 +96,22 @@ def swap(model, to: str | Mapping[str, str] | None = None, impl: str | None = No
             return None
         return target(was)
 
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(model, torch.nn.Module):
-        return _swap_torch(model, choose, impl)
-    keras = sys.modules.get("keras")
-    if keras is not None and isinstance(model, keras.layers.Layer):
-        return _swap_keras(model, choose, impl)
-    raise TypeError(f"gelulab.swap: got a {type(model).__module__}.{type(model).__qualname__}; expected a "
-                    "torch.nn.Module or a keras.layers.Layer / keras.Model")
+    for name in with_tool("surgery"):
+        surgery = tool(name, "surgery")
+        if surgery.owns(model):
+            return [Swapped(*r) for r in surgery.swap(model, choose, _layers(name).layer_for, impl)]
+    types = " or ".join(tool(name, "surgery").MODEL_TYPE for name in with_tool("surgery"))
+    raise TypeError(f"gelulab.swap: got a {type(model).__module__}.{type(model).__qualname__}; expected {types}")
 
 
-def torch_key(module) -> str | None:
-    """The catalogue key a torch module computes when its class is in TORCH_CLASSES, else None."""
-    rule = TORCH_CLASSES.get(f"{type(module).__module__}.{type(module).__qualname__}")
-    return rule(module) if callable(rule) else rule
+def _layers(name: str):
+    """gelulab.layers.<module> of backend `name` (its record's `layers`: torch, keras), imported now (it imports
+    its framework, which the caller's model has already)."""
+    return importlib.import_module(f"gelulab.layers.{REGISTRY[name].layers}")
 
 
-def _swap_torch(model, choose, impl) -> list[Swapped]:
-    from gelulab.layers.torch import layer_for
-
-    plan = []  # (parent, attribute, path, old, was, now) in the model's order, all checked before replacing
-    modules = dict(model.named_modules(remove_duplicate=False))  # a module shared by two parents: both places
-    for path, child in modules.items():
-        was = torch_key(child) if path else None
-        now = None if was is None else choose(was)
-        if now is not None:
-            get_activation(now)
-            parent_path, _, name = path.rpartition(".")
-            plan.append((modules[parent_path], name, path, child, was, now))
-    records = []
-    for parent, name, path, old, was, now in plan:
-        new = layer_for(now, impl)
-        new.train(old.training)
-        # what the model's code builds there, read by _warn_on_save_pretrained (kept through a second swap)
-        new.gelulab_swapped_from = getattr(old, "gelulab_swapped_from", (was, _class_name(old)))
-        setattr(parent, name, new)
-        records.append(Swapped(path, was, _class_name(old), now, f"gelulab.layers.torch.{new!r}"))
-    if records and "transformers.modeling_utils" in sys.modules:
-        hooks = model._state_dict_pre_hooks.values()
-        if _warn_on_save_pretrained not in hooks:
-            model.register_state_dict_pre_hook(_warn_on_save_pretrained)
-    return records
-
-
-def _save_pretrained_call(frame) -> tuple[str, int] | None:
-    """(save_directory, stack level of its caller for warnings.warn, counted from `frame` as level 1) of a
-    transformers `PreTrainedModel.save_pretrained` call running further up the stack from `frame` (found by its
-    code object), or None outside one."""
-    modeling_utils = sys.modules.get("transformers.modeling_utils")
-    code = getattr(getattr(getattr(modeling_utils, "PreTrainedModel", None), "save_pretrained", None), "__code__", None)
-    level = 1
-    while frame is not None and code is not None:
-        if frame.f_code is code:
-            return str(frame.f_locals.get("save_directory")), level + 1
-        frame, level = frame.f_back, level + 1
-    return None
-
-
-def reapply_call(layers) -> str:
-    """The `gelulab.swap(model, to={...}, ...)` call(s) that put gelulab's `layers` (torch modules placed by swap,
-    each with its `gelulab_swapped_from` = (catalogue key it was, class it was)) back into a freshly loaded model:
-    a mapping {key it was: key it became}, so that exactly those kinds of activation are replaced, and `impl` where
-    it is not the default; one call per impl, joined by "; "."""
-    calls = []
-    for impl in dict.fromkeys(layer.impl for layer in layers):
-        pairs = {m.gelulab_swapped_from[0]: m.key for m in layers if m.impl == impl}
-        calls.append(f"gelulab.swap(model, to={pairs!r}" + (f", impl={impl!r})" if impl != DEFAULT_IMPL else ")"))
-    return "; ".join(calls)
-
-
-def _warn_on_save_pretrained(module, prefix, keep_vars) -> None:
-    """state_dict pre-hook of a swapped torch model: inside transformers' save_pretrained, one UserWarning that
-    the saved folder will load with the model's own activations, and the call that reapplies gelulab's; silent
-    for every other state_dict() (torch.save, checkpoints, load_state_dict round trips keep gelulab's layers)."""
-    call = _save_pretrained_call(sys._getframe())
-    if call is None:
-        return
-    directory, level = call
-    layers = [m for m in module.modules() if hasattr(m, "gelulab_swapped_from")]
-    if not layers:
-        return
-    classes = sorted({m.gelulab_swapped_from[1].rsplit(".", 1)[-1] for m in layers})
-    warnings.warn(f"gelulab.swap: the model saved in {directory} loads with its own {', '.join(classes)}, not "
-                  f"gelulab's {len(layers)} swapped activation(s) (from_pretrained builds what config.json names); "
-                  f"after from_pretrained, call {reapply_call(layers)}", UserWarning, stacklevel=level)
-
-
-def keras_key(activation) -> str | None:
-    """The catalogue key of a Keras `activation` attribute: a keras.activations function in KERAS_FUNCTIONS or a
-    gelulab Keras layer; None for anything else."""
-    keras = sys.modules["keras"]
-    for name, key in KERAS_FUNCTIONS.items():
-        if activation is getattr(keras.activations, name):
-            return key
-    if type(activation).__module__ == "gelulab.layers.keras":
-        return activation.key
-    return None
-
-
-def _swap_keras(model, choose, impl) -> list[Swapped]:
-    from gelulab.layers.keras import layer_for
-
-    layers = [model, *model._flatten_layers(include_self=False, recursive=True)]
-    plan = []
-    for layer in layers:
-        if type(layer).__module__ == "gelulab.layers.keras":
-            continue  # gelulab's own layers are replaced where they are another layer's activation
-        was = keras_key(getattr(layer, "activation", None))
-        now = None if was is None else choose(was)
-        if now is not None:
-            get_activation(now)
-            plan.append((layer, was, now))
-    records = []
-    for layer, was, now in plan:
-        old = layer.activation
-        new = layer_for(now, impl)
-        tracker = getattr(layer, "_tracker", None)
-        locked = getattr(tracker, "locked", False)
-        if locked:  # a built layer refuses new sub-layers; the activation layer has no weights
-            tracker.unlock()
-        try:
-            if tracker is not None and isinstance(old, sys.modules["keras"].layers.Layer):
-                tracker.untrack(old)
-            layer.activation = new
-        finally:
-            if locked:
-                tracker.lock()
-        old_name = f"keras.activations.{old.__name__}" if callable(old) and hasattr(old, "__name__") else _class_name(old)
-        records.append(Swapped(f"{layer.path or layer.name}.activation", was, old_name, now,
-                               f"gelulab.layers.keras.{type(new).__name__}({_keras_args(new)})"))
-    return records
-
-
-def _keras_args(layer) -> str:
-    config = layer.get_config()
-    return ", ".join(f"{k}={config[k]!r}" for k in ("key", "approximate", "impl") if k in config)
-
-
-def _class_name(obj) -> str:
-    t = type(obj)
-    return f"{t.__module__}.{t.__qualname__}"
+def activation_module(obj) -> bool:
+    """Whether obj is an activation module or layer of a framework with a surgery module (torch.nn.GELU,
+    transformers' GELUActivation, gelulab's layers, a torch module with no submodules and no parameters, a Keras
+    layer without weights that is not a Model) rather than a model; asks only frameworks already imported."""
+    return any(tool(name, "surgery").activation_module(obj) for name in with_tool("surgery"))

@@ -81,7 +81,7 @@ def run(args) -> int:
     for expression, fn in subjects(names).items():
         first = probe.identify(fn)
         times = [probe.identify(fn).seconds for _ in range(args.repeats)]
-        x = probe._native(first.framework, probe.PROBE.astype(np.float32))
+        x = probe.native(first.framework, probe.PROBE.astype(np.float32))
         calls = []
         for _ in range(max(args.repeats, 5)):
             t = time.perf_counter()

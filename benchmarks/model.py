@@ -49,6 +49,8 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from gelulab.backends import REGISTRY
+from gelulab.backends.tools import with_tool
 from gelulab.benchmarks import first_call
 from gelulab.benchmarks.runner import hooks, run_calls
 from gelulab.benchmarks.timer import TimerConfig
@@ -65,7 +67,7 @@ IMPLS = ("builtin", "default", "kernel", "formula")
 MODES = ("eager", "compiled")
 DIRECTIONS = ("forward", "train step")
 SUBJECT = "model_bench"  # the optional module of a backend that holds its model (backends/<name>/model_bench.py)
-SUBJECTS = ("torch", "tensorflow", "jax")  # the backends with one, in the table's order
+SUBJECTS = with_tool(SUBJECT)  # the backends with one (their record's tools), in the registry's order
 # --subject: which parts run (default all): the models by their KEY (bert: the BertModel with its exact GELU;
 # bert-tanh: the BertModel with tanh GELU; block: the transformer-style block; mlp: the Keras and Flax MLPs), the
 # per-call overhead of the layers, the process exit, the torch layer's first calls
@@ -126,7 +128,7 @@ def _values(option: str, given, allowed) -> tuple:
 
 
 def _backends(given) -> tuple:
-    """--backend, else GELULAB_BACKEND, else every backend with a model (torch, tensorflow, jax)."""
+    """--backend, else GELULAB_BACKEND, else every backend with a model (SUBJECTS)."""
     if given:
         return _values("backend", given, tuple(SUBJECTS))
     from gelulab.backends import requested_backends
@@ -171,13 +173,10 @@ def _public_api(backend: str = "jax") -> dict:
     from gelulab.api.surgery import swap
 
     def layer(impl):
-        module = importlib.import_module(f"gelulab.layers.{LAYERS[backend]}")
+        module = importlib.import_module(f"gelulab.layers.{REGISTRY[backend].layers}")
         return module.GELU(approximate="none", **({} if impl is None else {"impl": impl}))
 
     return {"swap": swap, "layer": layer}
-
-
-LAYERS = {"torch": "torch", "tensorflow": "keras", "jax": "flax"}  # gelulab.layers.<module> of each backend
 
 
 def default_impl(backend: str) -> str:
@@ -298,9 +297,7 @@ def overhead(name: str, mod, bench, api: dict, opts: dict) -> dict:
     timer = QUICK_OVERHEAD_TIMER if opts["quick"] else OVERHEAD_TIMER
     if opts["timer"].min_run_s != (QUICK_TIMER if opts["quick"] else TIMER).min_run_s:
         timer = replace(timer, min_run_s=min(timer.min_run_s, opts["timer"].min_run_s))
-    what = {"torch": "gelulab.layers.torch.GELU()(x) − torch.nn.GELU()(x)",
-            "tensorflow": "gelulab.layers.keras.GELU()(x) − keras.layers.Activation('gelu')(x), eager",
-            "jax": "gelulab.layers.flax.GELU().apply({}, x) − a linen module of jax.nn.gelu, outside jit"}[name]
+    what = mod.OVERHEAD  # what is timed, in words: "gelulab.layers.torch.GELU()(x) − torch.nn.GELU()(x)"
     axes = [{"framework": name, "arm": arm} for arm in ("default", "framework module")]
     a, b = run_calls(bench, axes, [ours, theirs], [False, False], timer)
     ok = a["status"] == "ok" and b["status"] == "ok"

@@ -11,6 +11,7 @@ CAPABILITIES = Capabilities(
     autodiff=True, thread_control=("intra_op",),
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects"), dispatcher="xla",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="jax.Array",
+    tools=("probe", "audit", "model_bench"), layers="flax",
 )
 
 

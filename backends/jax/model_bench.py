@@ -112,6 +112,9 @@ def models() -> list:
     return [sys.modules[__name__]]
 
 
+OVERHEAD = "gelulab.layers.flax.GELU().apply({}, x) − a linen module of jax.nn.gelu, outside jit"  # overhead_builders
+
+
 def overhead_builders(layer, size: int = 1024):
     """Builders (run_calls) of one call outside jax.jit of gelulab's default linen layer (layer(None)).apply and
     of a linen module calling jax.nn.gelu(x, approximate=False), on a float32 array of `size` N(0, 1) values:

@@ -8,6 +8,7 @@ CAPABILITIES = Capabilities(
     name="numpy", package="numpy", extra=None, modes=("eager",), devices=("cpu",), autodiff=False,
     thread_control=(), modules=("activations", "kernels", "bench", "bert"), dispatcher="numpy",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="numpy.ndarray",
+    tools=("probe",),
 )
 
 

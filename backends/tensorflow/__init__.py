@@ -9,7 +9,7 @@ CAPABILITIES = Capabilities(
     devices=("cpu", "gpu", "tpu"), autodiff=True, thread_control=("intra_op", "inter_op"),
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects"), dispatcher="xla",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="tf.Tensor or tf.Variable",
-    eager_kernels_compile=True,
+    eager_kernels_compile=True, tools=("probe", "surgery", "audit", "model_bench"), layers="keras",
 )
 
 

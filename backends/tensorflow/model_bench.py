@@ -115,6 +115,9 @@ def models() -> list:
     return [sys.modules[__name__]]
 
 
+OVERHEAD = "gelulab.layers.keras.GELU()(x) − keras.layers.Activation('gelu')(x), eager"  # overhead_builders
+
+
 def overhead_builders(layer, size: int = 1024):
     """Builders (run_calls) of one eager call of gelulab's default Keras layer (layer(None)) and of
     keras.layers.Activation("gelu") on a float32 tensor of `size` N(0, 1) values: (ours, Keras')."""

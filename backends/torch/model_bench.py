@@ -248,6 +248,9 @@ def models() -> list:
     return [sys.modules[__name__], BERT_TANH, BLOCK]
 
 
+OVERHEAD = "gelulab.layers.torch.GELU()(x) − torch.nn.GELU()(x)"  # overhead_builders, in words
+
+
 def overhead_builders(layer, size: int = 1024):
     """Builders (run_calls) of one call of gelulab's default layer (layer(None)) and of torch.nn.GELU() on a
     float32 tensor of `size` N(0, 1) values: (ours, the framework's)."""

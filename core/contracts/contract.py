@@ -267,6 +267,13 @@ class PretrainedBert(Protocol):
         Adam; batches: (steps, batch) row indices of ids/mask; returns the loss per step (1 - mean cosine)."""
 
 
+# the optional modules of backends/<name>/ that gelulab's tools call on a user's own callables and models, named in
+# the record's `tools` (each imports its framework inside its functions only, and asks sys.modules whether it is
+# loaded): "probe" (api.probe feeds identify's probe to the framework's callables), "surgery" (gelulab.swap replaces
+# the activations of its models), "audit" (api.audit reads its models and files), "model_bench" (gelulab bench
+# --model times its models)
+TOOLS = ("probe", "surgery", "audit", "model_bench")
+
 PROTOCOLS = {"activations": ActivationOps, "kernels": KernelOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer,
              "subjects": Subjects, "hf": PretrainedBert}
 
@@ -288,11 +295,13 @@ class Capabilities:
     asks it for another; array_type: how messages name the framework's array type ("torch.Tensor");
     eager_kernels_compile: whether an eager call of a kernel compiles it first (TensorFlow: an XLA computation per
     shape and dtype; torch: the inductor loop under GELULAB_KERNEL_COMPILE=wait), so a test of it costs a compile
-    (the suite marks such tests `compile`); default False.
+    (the suite marks such tests `compile`); default False; tools: the optional tool modules of the folder (some of
+    TOOLS: "probe", "surgery", "audit", "model_bench"), default (); layers: the module of gelulab.layers holding
+    this backend's layers ("torch", "keras", "flax"), None where it has none.
 
-    Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module or dtype,
-    no activations module, no float32 or float64, a trainer or an hf module without autodiff, autodiff without a
-    trainer, an unknown dispatcher).
+    Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module, tool or
+    dtype, no activations module, no float32 or float64, a trainer or an hf module without autodiff, autodiff
+    without a trainer, an unknown dispatcher).
     """
 
     name: str
@@ -307,6 +316,8 @@ class Capabilities:
     dtypes: tuple[str, ...]
     array_type: str
     eager_kernels_compile: bool = False
+    tools: tuple[str, ...] = ()
+    layers: str | None = None
 
     def __post_init__(self):
         if self.dispatcher not in DISPATCHERS:
@@ -327,6 +338,8 @@ class Capabilities:
         if set(self.dtypes) - set(DTYPES) or not {"float32", "float64"} <= set(self.dtypes):
             raise ValueError(f"{self.name}: dtypes={self.dtypes!r}; expected 'float32', 'float64' and optionally "
                              f"some of {list(DTYPES)}")
+        if set(self.tools) - set(TOOLS):
+            raise ValueError(f"{self.name}: tools={self.tools!r}; expected some of {list(TOOLS)}")
         if set(self.thread_control) - {"intra_op", "inter_op"}:
             raise ValueError(f"{self.name}: thread_control={self.thread_control!r}; expected some of "
                              "['intra_op', 'inter_op']")

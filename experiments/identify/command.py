@@ -45,6 +45,7 @@ import argparse
 import json
 from pathlib import Path
 
+from gelulab.backends.tools import with_tool
 from gelulab.experiments.identify import expression as identify_expression
 
 ORT_LEVELS = ("disable", "basic", "extended", "all")  # api.audit.ORT_LEVELS
@@ -54,9 +55,7 @@ MODEL_SUFFIXES = (".onnx", ".pt2", ".bin", ".pt", ".pth", ".keras", ".tflite", "
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab identify`."""
-    parser.description = __doc__.split("\n\n")[0]
-    parser.epilog = "\n\n".join(__doc__.split("\n\n")[1:])
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "\n\n".join(__doc__.split("\n\n")[1:])  # the details, after cli.DESCRIPTIONS' summary
     parser.add_argument("a", metavar="A", help="a model file or folder, or an expression giving the callable to "
                         "identify")
     parser.add_argument("b", metavar="B", nargs="?", default=None,
@@ -70,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-pickle", action="store_true",
                         help="models: load files that need Python's pickle (a .bin checkpoint, a .pt2 with pickled "
                              "parts); this runs code that came with the file, so only for files you trust")
-    parser.add_argument("--framework", choices=("torch", "jax", "tensorflow", "numpy"), default=None,
+    parser.add_argument("--framework", choices=with_tool("probe"), default=None,
                         help="array type fed to the callables (default: chosen from each callable)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(identify_expression.FLAG, dest="allow_python", action="store_true",
