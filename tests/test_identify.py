@@ -432,3 +432,34 @@ def test_command_line_callable_failures_are_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not be called on an array of any imported framework (numpy: TypeError" \
         in err[0]
+
+
+def test_every_backend_tool_module_a_record_lists_exists_and_imports_no_framework():
+    # the records (Capabilities.tools) are the one list: identify's --framework choices are the backends with a
+    # probe module, and each listed module offers the interface gelulab.backends.tools describes
+    import argparse
+    import subprocess
+    import sys
+
+    from gelulab.backends import REGISTRY
+    from gelulab.backends.tools import tool, with_tool
+    from gelulab.experiments.identify import command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    choices = next(a.choices for a in parser._actions if a.dest == "framework")
+    assert tuple(choices) == with_tool("probe") == tuple(n for n, c in REGISTRY.items() if "probe" in c.tools)
+    wanted = {"probe": ("MODULES", "ARRAY_KIND", "owner", "native", "as_numpy", "context", "float64_note"),
+              "surgery": ("MODEL_TYPE", "owns", "activation_module", "swap"),
+              "audit": ("reads_path", "reads_object", "read"),
+              "model_bench": ("OVERHEAD",)}
+    listed = [(name, t) for name, caps in REGISTRY.items() for t in caps.tools]
+    assert ("numpy", "probe") in listed and ("torch", "surgery") in listed  # the records are not empty
+    for name, t in listed:
+        module = tool(name, t)
+        assert [a for a in wanted[t] if not hasattr(module, a)] == [], (name, t)
+    imports = "; ".join(f"import gelulab.backends.{n}.{t}" for n, t in listed if t != "model_bench")
+    frameworks = ("torch", "jax", "tensorflow", "keras", "flax", "transformers", "onnx")
+    code = f"import sys; {imports}; print(sorted(m for m in {frameworks!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
