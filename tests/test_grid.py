@@ -135,8 +135,8 @@ def test_grid_divergence_is_warned_and_fails_on_request(tmp_path, monkeypatch, c
     argv = ["moons", "--grid", "--out", str(tmp_path / "o"), "--no-progress"]
     assert gelulab.main(argv + ["--fail-on-divergence"] * fail) == code
     err = capsys.readouterr().err.strip().splitlines()
-    expected = ("gelulab moons --grid: WARNING: 1 runs in 1 of the grid's cells diverged or did not learn — "
-                "depth1-x 1 runs (non-finite loss). Their statistics use only finite values; lower lr or check the "
+    expected = ("gelulab moons --grid: WARNING: 1 run in 1 of the grid's cells diverged or did not learn — "
+                "depth1-x 1 run (non-finite loss). Their statistics use only finite values; lower lr or check the "
                 "setup.")
     assert written and err == [expected]
 
@@ -244,7 +244,7 @@ def test_paired_differences_and_bh_against_scipy():
             assert sig[0]["gelu_better"]  # higher accuracy, lower loss
     words = " ".join(an["conclusions"])
     assert "GELU helps" in words and "hidden layers 2, learning rate 0.01" in words and "GELU hurts" not in words
-    assert "no significant difference in the other 3 cell(s)" in words
+    assert "no significant difference in the other 3 cells" in words
     assert an["most_different"][0] == target
 
 

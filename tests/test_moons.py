@@ -475,8 +475,13 @@ def test_report_json_and_plots(small_study, tmp_path):
     assert len(saved["runs"]) == len(results["backends"]) * len(SMALL.arms) * len(SMALL.seeds)
     assert {"test_acc", "test_loss", "train_loss", "val_loss"} <= set(saved["runs"][0]["metrics"])
     text = paths["report"].read_text()
-    for heading in ("Test accuracy and loss", "Paired differences", "Time per backend", "Conclusions"):
+    for heading in ("Test accuracy and loss", "Paired differences", "Time per backend", "Conclusions",
+                    "How fast each arm trains"):
         assert heading in text
+    # the threads in force where the runs trained (GELULAB_THREADS=1, conftest) and the CPU level, never "{}"
+    env = saved["environment"]
+    assert {b: t["intra_op"] for b, t in env["threads_in_effect"].items()} == {b: 1 for b in results["backends"]}
+    assert "{}" not in text and "- threads in effect: " in text
     for name in ("loss_curves", "decision_boundaries", "test_accuracy"):
         assert paths[name].stat().st_size > 10_000
 

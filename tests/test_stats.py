@@ -260,9 +260,9 @@ def test_a_ci_that_excludes_zero_without_a_significant_verdict_is_said_so():
     cfg = dataclasses.replace(CFG, seeds=tuple(range(8)))
     runs = [_run("jax", arm, s, acc=0.9 + (d[s] if arm == "gelu_none" else 0.0), loss=0.3) for arm in CFG.arms
             for s in range(8)]
-    acc_line = next(c for c in R.analyse(cfg, runs)["conclusions"] if c.startswith("test accuracy"))
-    assert "The 95 % CIs (Student t: fewer than 20 seeds)" in acc_line
-    assert "1 of these CIs excludes 0 where the verdict is not a significant difference" in acc_line
+    acc_line = next(c for c in R.analyse(cfg, runs)["conclusions"] if c.startswith("Test accuracy"))
+    assert "The 95 % CI (Student t: fewer than 20 seeds) is [" in acc_line
+    assert "The CI excludes 0 where the verdict is not a significant difference" in acc_line
 
 
 def test_merge_columns_hold_what_they_are_named():

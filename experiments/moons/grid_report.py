@@ -38,7 +38,7 @@ from gelulab.core import stats
 from gelulab.core.activations import ACTIVATIONS, BASELINE, HEADLINE
 from gelulab.core.plumbing.report import fmt, markdown_table
 from gelulab.experiments.moons.grid import AXIS_LABELS
-from gelulab.experiments.moons.report import divergence
+from gelulab.experiments.moons.report import cannot_be, counted, divergence, environment_md, span
 
 METRICS = (("test_acc", "test accuracy", True), ("test_loss", "test loss", False))
 MAX_FACETS = 16
@@ -287,7 +287,7 @@ def _power_text(rows) -> str:
     n = ns[0] if len(ns) == 1 else None
     seeds = (f"{n} seed" + ("" if n == 1 else "s")) if n is not None else f"{ns[0]}–{ns[-1]} seeds"
     ps = sorted({r["w_p_min"] for r in rows})
-    p_min = f"{ps[0]:.3g}" if len(ps) == 1 else f"{ps[0]:.3g} to {ps[-1]:.3g}"
+    p_min = span(ps, lambda v: f"{v:.3g}")
     return (f"{seeds} with a non-zero difference cannot show a difference at {100 * stats.ALPHA:g} %: a difference "
             f"counts only when the Wilcoxon and the t-test agree, and the Wilcoxon signed-rank test's smallest "
             f"two-sided p with {seeds} is {p_min} (2 / 2^n, every seed one way); at least "
@@ -298,18 +298,31 @@ def _ci_range_text(rows, fmt_d) -> str:
     """The reach of the rows' CIs with their method, or why there is none; and how many exclude 0 unconfirmed."""
     finite = [c for c in rows if np.isfinite(c["ci_low"]) and np.isfinite(c["ci_high"])]
     if not finite:
-        return "comparisons have no CI (" + "; ".join(dict.fromkeys(c["ci_method"] for c in rows)) + ")"
+        return (("comparison has" if len(rows) == 1 else "comparisons have") + " no CI ("
+                + "; ".join(dict.fromkeys(c["ci_method"] for c in rows)) + ")")
     methods = ", ".join(dict.fromkeys(c["ci_method"] for c in finite))
-    text = (f"95 % CIs ({methods}) lie within [{fmt_d(min(c['ci_low'] for c in finite))}, "
-            f"{fmt_d(max(c['ci_high'] for c in finite))}]")
+    lo, hi = fmt_d(min(c["ci_low"] for c in finite)), fmt_d(max(c["ci_high"] for c in finite))
+    one = len(finite) == 1
+    text = f"95 % CI ({methods}) is [{lo}, {hi}]" if one else f"95 % CIs ({methods}) lie within [{lo}, {hi}]"
     excl = [c for c in rows if stats.ci_disagrees(c, c["kind"])]
     if len(finite) < len(rows):
         text += f"; {len(rows) - len(finite)} without a CI (" + "; ".join(
             dict.fromkeys(c["ci_method"] for c in rows if c not in finite)) + ")"
     if excl:
-        text += (f"; {len(excl)} of these CIs exclude 0 without a significant verdict: each covers its own "
-                 "comparison, unadjusted, while the verdict needs both BH-adjusted tests")
+        who = ("it excludes" if one else
+               f"{len(excl)} of these CIs exclude{'s' if len(excl) == 1 else ''}")
+        text += (f"; {who} 0 without a significant verdict: a CI covers its own comparison, unadjusted, while the "
+                 "verdict needs both BH-adjusted tests")
     return text
+
+
+def _mean_diffs(rows, fmt_d) -> str:
+    """"mean difference X" for one row, "mean differences X to Y" for several (one value where they read the
+    same)."""
+    diffs = [r["mean_diff"] for r in rows]
+    if len(diffs) == 1:
+        return f"mean difference {fmt_d(diffs[0])}"
+    return f"mean differences {span(diffs, fmt_d)}" + (" in each" if fmt_d(min(diffs)) == fmt_d(max(diffs)) else "")
 
 
 def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[str]:
@@ -331,9 +344,10 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
             hurts = [s for s in sig if not s["gelu_better"]]
             quiet = [c for c in fam if c["kind"] not in ("higher", "lower")]
             weak = [c for c in quiet if c["kind"] == "underpowered"]
-            head = (f"{_label(arm)} − ReLU, {name} ({n_cells} cells × {len(backends)} backend(s), "
-                    f"{fam[0]['n']} paired seeds each; Wilcoxon and t-test, BH-adjusted over all {total} "
-                    f"{name} comparisons, alpha = {stats.ALPHA}): ")
+            head = (f"{_label(arm)} − ReLU, {name} ({counted(n_cells, 'cell')} × {counted(len(backends), 'backend')}"
+                    f", {counted(fam[0]['n'], 'paired seed')} each; Wilcoxon and t-test, BH-adjusted over "
+                    f"{'the one' if total == 1 else f'all {total}'} {name} "
+                    f"{'comparison' if total == 1 else 'comparisons'}, alpha = {stats.ALPHA}): ")
             if not sig and len(weak) == total:
                 out.append(head + f"no verdict is possible: {_power_text(weak)}; the "
                            f"{_ci_range_text(quiet, fmt_d)} (how large a difference these seeds leave open).")
@@ -341,27 +355,25 @@ def conclusions(spec, comparisons, significant, agree, backends, arms) -> list[s
             if not sig:
                 text = f"no significant difference in any cell; the {_ci_range_text(quiet, fmt_d)}"
                 if weak:
-                    text += (f"; {len(weak)} of the {total} comparisons cannot be significant: "
-                             f"{_power_text(weak)}")
+                    text += f"; {cannot_be(len(weak), total, 'comparison', 'be significant')}: {_power_text(weak)}"
                 out.append(head + text + ".")
                 continue
             bits = []
             if helps:
-                bits.append(f"GELU helps ({'higher' if higher else 'lower'} {name}) in {len(helps)} cell(s) — "
-                            f"{where_text(helps, spec)}; mean differences {fmt_d(min(s['mean_diff'] for s in helps))}"
-                            f" to {fmt_d(max(s['mean_diff'] for s in helps))}")
+                bits.append(f"GELU helps ({'higher' if higher else 'lower'} {name}) in {counted(len(helps), 'cell')} — "
+                            f"{where_text(helps, spec)}; {_mean_diffs(helps, fmt_d)}")
             if hurts:
-                bits.append(f"GELU hurts ({'lower' if higher else 'higher'} {name}) in {len(hurts)} cell(s) — "
-                            f"{where_text(hurts, spec)}; mean differences {fmt_d(min(s['mean_diff'] for s in hurts))}"
-                            f" to {fmt_d(max(s['mean_diff'] for s in hurts))}")
+                bits.append(f"GELU hurts ({'lower' if higher else 'higher'} {name}) in {counted(len(hurts), 'cell')} — "
+                            f"{where_text(hurts, spec)}; {_mean_diffs(hurts, fmt_d)}")
             n_quiet = n_cells - len({s["cell"] for s in sig})
-            bits.append(f"no significant difference in the other {n_quiet} cell(s)"
+            bits.append(f"no significant difference in the other {'cell' if n_quiet == 1 else f'{n_quiet} cells'}"
                         + (f" ({_ci_range_text(quiet, fmt_d)})" if quiet else ""))
             if weak:
-                bits.append(f"{len(weak)} of the {total} comparisons cannot be significant: {_power_text(weak)}")
+                bits.append(f"{cannot_be(len(weak), total, 'comparison', 'be significant')}: {_power_text(weak)}")
             held = [c for c in fam if c["kind"] in ("higher", "lower") and stats.ci_disagrees(c, c["kind"])]
             if held:
-                bits.append(f"{len(held)} significant comparison(s) have a 95 % CI that holds 0 (the bootstrap and "
+                bits.append(f"{counted(len(held), 'significant comparison')} "
+                            f"{'has' if len(held) == 1 else 'have'} a 95 % CI that holds 0 (the bootstrap and "
                             "the tests disagree there)")
             out.append(head + "; ".join(bits) + ".")
     if len(backends) > 1 and agree["groups"]:
@@ -393,9 +405,9 @@ def grid_divergence_warning(diverged) -> str | None:
     per = {}
     for d in diverged:
         per.setdefault(d["cell"], []).append(d)
-    parts = "; ".join(f"{cid} {len(ds)} runs ({', '.join(sorted({k for d in ds for k in d['kinds']}))})"
+    parts = "; ".join(f"{cid} {counted(len(ds), 'run')} ({', '.join(sorted({k for d in ds for k in d['kinds']}))})"
                       for cid, ds in list(per.items())[:4])
-    return (f"WARNING: {len(diverged)} runs in {len(per)} of the grid's cells diverged or did not learn — {parts}"
+    return (f"WARNING: {counted(len(diverged), 'run')} in {len(per)} of the grid's cells diverged or did not learn — {parts}"
             f"{'; ...' if len(per) > 4 else ''}. Their statistics use only finite values; lower lr or check the "
             "setup.")
 
@@ -498,8 +510,8 @@ def _setup_md(results) -> str:
         f"- backends: {', '.join(results['backends'])}"
         + "".join(f"; skipped {b}: {why}" for b, why in results.get("skipped", {}).items()) + ".",
         f"- executor: {results['executor']}" + (f" at {results['address']}" if results.get("address") else "")
-        + f", {results['jobs']} worker(s); this session trained {results['trained_cells']} cell(s) and resumed "
-        f"{results['resumed_cells']} from disk in {results['wall_s']:.1f} s wall.",
+        + f", {counted(results['jobs'], 'worker')}; this session trained {counted(results['trained_cells'], 'cell')}"
+        f" and resumed {results['resumed_cells']} from disk in {results['wall_s']:.1f} s wall.",
     ]
     return "\n".join(line for line in lines if line) + "\n"
 
@@ -557,10 +569,7 @@ def markdown(results: dict, sections=SECTIONS) -> str:
             [[len(results["cells"]), results["trained_cells"], results["resumed_cells"], results["executor"],
               results["jobs"], fmt(results["wall_s"]), fmt(results.get("train_cpu_s")),
               " / ".join(fmt(v) for v in results.get("load_average", ()))]])),
-        "environment": ("Environment", lambda: "\n".join(
-            f"- {k}: {v}" for k, v in env.items() if k != "frameworks") + "\n" + "\n".join(
-            f"- {b}: {', '.join(f'{k} {v}' for k, v in vs.items())}" for b, vs in env.get("frameworks", {}).items())
-            + "\n"),
+        "environment": ("Environment", lambda: environment_md(env)),
     }
     out = ["# gelulab moons grid: where does GELU differ from ReLU?\n"]
     for name in sections:

@@ -179,7 +179,11 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
             "wall_s": wall, "trained_cells": len(tasks), "resumed_cells": len(cells) - len(tasks), "hosts": hosts,
             "train_cpu_s": _train_cpu(runs), "load_average": [load0, _load_average()],
         }
-        results["environment"]["frameworks"] = {r["backend"]: r["versions"] for rs in runs.values() for r in rs}
+        env = results["environment"]
+        env["frameworks"] = {r["backend"]: r["versions"] for rs in runs.values() for r in rs}
+        env.pop("threads_in_effect", None)  # the workers' counts and levels, from the run files; never empty
+        env.pop("cpu_dispatch", None)
+        env.update(S.runtime_environment([r for rs in runs.values() for r in rs]))
         results["analysis"] = grid_report.analyse_grid(spec, cells, runs, names)
         return results
 

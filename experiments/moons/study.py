@@ -269,6 +269,7 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups:
     module = importlib.import_module(f"gelulab.backends.{backend_name}.moons")
     versions = backend.versions()
     key_versions = run_versions(versions)
+    runtime = runtime_record(backend)
     startup = time.perf_counter() - t0
     key = cfg.run_key()
     datasets = {}
@@ -293,7 +294,7 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups:
                 "curves": {"train_loss": out.train_loss[i].tolist(), "val_loss": out.val_loss[i].tolist()},
                 "recipe": out.recipe,
                 "timing": {"group_wall_s": wall, "group_cpu_s": cpu, "group_seeds": len(seeds)},
-                "versions": versions, "key": key, "key_versions": key_versions,
+                "versions": versions, "key": key, "key_versions": key_versions, "runtime": runtime,
             }
             if s == cfg.plot_seed and dtype == cfg.dtype:
                 rec["grid_logits"] = out.logits_grid[i].tolist()
@@ -304,6 +305,30 @@ def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups:
         if report is not None:
             report(backend_name, len(seeds), f"{regime}/{dtype}/{arm}")
     return {"startup_s": startup, "groups": timings}
+
+
+def runtime_record(backend) -> dict:
+    """What the process that trains runs with: {"threads_in_effect": the backend module's threads() (the counts
+    in force after gelulab.reproducible, e.g. {"intra_op": 1, "inter_op": 1}), "cpu_dispatch": Backend.cpu_dispatch()
+    (e.g. "avx512" for torch, "x86_v4" for XLA; None off the CPU or where it cannot be told)}. Stored in every run
+    record (the training may run in a worker process, whose settings the main process cannot see)."""
+    threads = getattr(backend.module, "threads", None)
+    return {"threads_in_effect": threads() if threads is not None else None, "cpu_dispatch": backend.cpu_dispatch()}
+
+
+def runtime_environment(runs) -> dict:
+    """{"threads_in_effect": {backend: counts}, "cpu_dispatch": {backend: level}} from the run records' "runtime"
+    (runtime_record); a backend whose records do not say (runs stored by an earlier gelulab, or a level that
+    cannot be told) is left out, and a key that would be empty is left out."""
+    out = {"threads_in_effect": {}, "cpu_dispatch": {}}
+    for r in runs:
+        rt = r.get("runtime")
+        if not isinstance(rt, dict):
+            continue
+        for key, known in out.items():
+            if rt.get(key) not in (None, {}, ""):
+                known.setdefault(r["backend"], rt[key])
+    return {k: v for k, v in out.items() if v}
 
 
 def _queue_report(queue):
@@ -498,8 +523,13 @@ def run_study(config: MoonsConfig, out_dir, backends=None, jobs: int | None = No
             "timing": _timing(runs, names, session), "wall_s": wall, "jobs": jobs,
             "resumed_groups": len(groups) - len(todo),
         }
-        # the frameworks may have run in worker processes: their versions come from the run files
-        results["environment"]["frameworks"] = {r["backend"]: r["versions"] for r in runs}
+        # the frameworks may have run in worker processes: their versions, thread counts and CPU dispatch level
+        # come from the run files (this process has not started them; an unknown one is left out, never empty)
+        env = results["environment"]
+        env["frameworks"] = {r["backend"]: r["versions"] for r in runs}
+        env.pop("threads_in_effect", None)
+        env.pop("cpu_dispatch", None)
+        env.update(runtime_environment(runs))
         results.update(analyse(config, runs))
         return results
 

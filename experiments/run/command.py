@@ -6,14 +6,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from gelulab.experiments.moons.report import EQUIVALENCE_MARGIN_PP
+
 SEEDS = 30  # paired seeds of the main study, on one backend
 CHECK_SEEDS = 2  # seeds of the cross-backend check (every trainable backend: do they give the same numbers?)
-MARGIN_PP = 0.5  # equivalence margin of the verdict, in percentage points of test accuracy, stated before the run
+MARGIN_PP = EQUIVALENCE_MARGIN_PP  # equivalence margin of the verdict, in pp of test accuracy, stated before the run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab run`, the main job."""
-    parser.description = " ".join(__doc__.split())
     parser.add_argument("--out", default="results/run", help="results folder (default results/run)")
     parser.add_argument("--seeds", type=int, default=SEEDS,
                         help=f"paired moons seeds on the first selected backend that trains (default {SEEDS}: "
@@ -158,11 +159,16 @@ def answer(cfg, results: dict, parity_counts: str, agreement: dict | None = None
     ReLU better, equivalent within the stated margin, or not settled) with the paired GELU - ReLU test-accuracy
     difference, its 95 % CI and the study's own test, what a study of these seeds can detect (80 % power,
     two-sided alpha 0.05) and, when not settled, the seeds a difference of the size seen would need and the command
-    that runs them; then whether the backends agree (the short cross-backend study), the plots, and the parity
+    that runs them; how fast each arm trains, paired over the same seeds (experiments.moons.report.dynamics_rows:
+    GELU − ReLU epochs to reach a training loss of LOSS_THRESHOLD and mean training loss over the epochs, each
+    with its 95 % CI); then whether the backends agree (the short cross-backend study), the plots, and the parity
     counts in one line."""
+    import math
+
     from scipy.stats import norm, t
 
     from gelulab.core import stats
+    from gelulab.experiments.moons.report import dynamics_sentence
 
     row = _accuracy_row(results)
     v = verdict(results)
@@ -170,11 +176,11 @@ def answer(cfg, results: dict, parity_counts: str, agreement: dict | None = None
     seeds = f"{n} seed" + ("" if n == 1 else "s")
     backend = row["backend"] if row else "the selected backend"
     lines = ["## The question\n",
-             "Does exact GELU beat ReLU on make_moons, and how sure are we? The article's setting: two identical "
+             ("Does exact GELU beat ReLU on make_moons, and how sure are we? The article's setting: two identical "
              f"MLPs (hidden layers {', '.join(map(str, cfg.hidden))}), make_moons with {cfg.n_samples} samples "
              f"(noise {cfg.noise}), Adam lr {cfg.lr}, {cfg.epochs} epochs, batch {cfg.batch_size}, paired over {seeds} "
              f"on {backend} (each seed shared by both arms), the test set used once. The verdict's equivalence "
-             f"margin, stated before the run: ±{MARGIN_PP:g} pp of test accuracy.\n",
+             f"margin, stated before the run: ±{MARGIN_PP:g} pp of test accuracy.\n"),
              "## The answer\n"]
     if row is None:
         lines.append("- No paired comparison of GELU and ReLU test accuracy was made (see Moons below).")
@@ -201,19 +207,33 @@ def answer(cfg, results: dict, parity_counts: str, agreement: dict | None = None
                 line += (f" A difference as large as the one seen would need about {need} seeds: "
                          f"`gelulab moons --backend {backend.split(' ')[0]} --seeds {need}`.")
             lines.append(line)
+    dyn = [r for r in results.get("dynamics", []) if row and (r["backend"], r["regime"], r["arm"]) ==
+           (row["backend"], row["regime"], row["arm"])]
+    if dyn:
+        first = dyn[0]
+        lo, hi = first.get("ci_low", math.nan), first.get("ci_high", math.nan)
+        gist = ("GELU trains more slowly at first" if _finite(lo) and lo > 0 else
+                "GELU trains faster at first" if _finite(hi) and hi < 0 else
+                "no difference in training speed is shown")
+        lines.append(f"- How fast they train ({gist}; the training loss per epoch, paired by seed, "
+                     "`moons/loss_curves.png`): " + "; ".join(
+                         dynamics_sentence(r, cfg.epochs, "GELU", "ReLU") for r in dyn) + ".")
     if agreement is not None:
         rows = [r for r in agreement.get("agreement", []) if r.get("dtype") == "float64"]  # the matched regime
         worst = max((r["max_traj"] for r in rows), default=None)
         names = sorted({b for r in rows for b in r.get("backends", [])})
         if worst is not None and names:
             same = all(r.get("within_tol") for r in rows)
-            lines.append(f"- The backends ({', '.join(names)}, {len(agreement['config']['seeds'])} seeds each, "
+            k = len(agreement["config"]["seeds"])
+            lines.append(f"- The backends ({', '.join(names)}, {k} seed{'' if k == 1 else 's'} each, "
                          f"float64) {'agree' if same else 'do not all agree'}: their loss trajectories differ by at "
                          f"most {worst:.2g}, so the seeds above were trained on one of them "
                          "([moons-agreement/report.md](moons-agreement/report.md)).")
-    lines += ["", "The plots: `moons/test_accuracy.png` (test accuracy per arm and seed), `moons/loss_curves.png` "
-              "(loss per epoch, each arm over the seeds) and `moons/decision_boundaries.png`; their reading is "
-              f"under Moons. Parity, in one line: {parity_counts}", ""]
+    lines += ["", ("The plots: `moons/test_accuracy.png` (test accuracy per seed and arm, and the paired GELU − ReLU "
+              "difference per seed with its 95 % CI and the equivalence margin), `moons/loss_curves.png` (both "
+              "arms' training loss per epoch in one plot, and the paired difference in epochs to the threshold) and "
+              "`moons/decision_boundaries.png`; their reading is under Moons. Parity, in one line: "
+              f"{parity_counts}"), ""]
     return "\n".join(lines) + "\n"
 
 
