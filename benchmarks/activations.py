@@ -114,11 +114,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="skip the moons training-step benchmark (benchmarks/trainstep.py)")
     steps.add_argument("--train-step-only", action="store_true",
                        help="run only the moons training-step benchmark, no activation cells")
-    sub = parser.add_subparsers(dest="bench_command", metavar="compare")
+    sub = parser.add_subparsers(dest="bench_command", metavar="compare", title="optional subcommand",
+                                help="without it, bench runs the benchmark")
     cmp = sub.add_parser("compare", help="B ÷ A of the median time per call, cell by cell, for tracking a change",
-                         argument_default=argparse.SUPPRESS)
-    cmp.add_argument("a", help="bench.json of the baseline run")
-    cmp.add_argument("b", help="bench.json of the run to compare")
+                         argument_default=argparse.SUPPRESS, formatter_class=parser.formatter_class,
+                         description="B ÷ A of the median time per call, cell by cell, of two bench results\n"
+                                     "(bench's filters select the cells). Writes nothing: prints a table.\n"
+                                     "Exit codes: 0 done; 1 no cell in both files; 2 a file that is not a\n"
+                                     "bench result or has no sound cell, one line.")
+    cmp.add_argument("a", metavar="A.json", help="bench.json of the baseline run")
+    cmp.add_argument("b", metavar="B.json", help="bench.json of the run to compare")
 
 
 def _spec(args, installed=BACKEND_NAMES) -> GridSpec:
@@ -397,7 +402,7 @@ def _run(args) -> int:
         print(report.train_step_table(result))
     print(f"{ok}/{len(rows) + len(train_rows)} cells timed cleanly in {result['elapsed_s']:.0f} s; copy bandwidth "
           f"{result['copy_bandwidth']['gbps']:.3g} GB/s; wrote {', '.join(str(p) for p in paths[:2])} and "
-          f"{len(paths) - 2} plots")
+          f"{len(paths) - 2} plot{'' if len(paths) == 3 else 's'}")
     return 0 if ok else 1
 
 

@@ -19,14 +19,16 @@ def _plt():
     return plt
 
 
-STYLES = {"builtin": ("-", "o"), "formula": ("--", "s")}
+# line style and marker per impl, the convention of the parity plots too (solid builtin, dashed formula, dotted kernel)
+STYLES = {"builtin": ("-", "o"), "formula": ("--", "s"), "kernel": (":", "^")}
 
 
 def throughput_plot(result: dict, backend: str, dtype: str, path: Path) -> Path | None:
     """Write `path` (PNG): elements/s against size (log-log) for one backend and dtype; one panel per direction
-    (rows) and mode (columns), one line per activation (colour) and impl (solid/circles builtin, dashed/squares formula).
-    The black dashed line is the large-array copy bandwidth in elements/s (GB/s / (2 itemsize)); the grey
-    dotted line the copy of the same bytes at each size. Returns the path, or None when no cell was timed."""
+    (rows) and mode (columns), one line per activation (colour: the catalogue's) and impl (solid/circles builtin,
+    dashed/squares formula, dotted/triangles kernel). The black dash-dot line is the large-array copy bandwidth in
+    elements/s (GB/s / (2 itemsize)); the grey dash-dot line with dots the copy of the same bytes at each size.
+    Returns the path, or None when no cell was timed."""
     cells = [c for c in result["cells"] if c["backend"] == backend and c["dtype"] == dtype and "median_s" in c]
     if not cells:
         return None
@@ -44,10 +46,10 @@ def throughput_plot(result: dict, backend: str, dtype: str, path: Path) -> Path 
     for i, direction in enumerate(dirs):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
-            ax.axhline(limit, color="black", ls=":", lw=1.5,
+            ax.axhline(limit, color="black", ls="-.", lw=1.2,
                        label=f"copy bandwidth {ref['gbps']:.3g} GB/s")
             if same:
-                ax.plot(*zip(*same), color="0.6", ls=":", marker=".", lw=1.2, label="copy, same size")
+                ax.plot(*zip(*same), color="0.55", ls="-.", marker=".", lw=1.0, label="copy, same size")
             for act in ACTIVATIONS:
                 for impl, (style, marker) in STYLES.items():
                     pts = sorted((c["size"], c["elements_per_s"]) for c in cells if c["mode"] == mode
@@ -66,7 +68,8 @@ def throughput_plot(result: dict, backend: str, dtype: str, path: Path) -> Path 
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     env = result["environment"]
-    fig.suptitle(f"{backend} on {cells[0]['device']}, {dtype}, {env['threads']} thread(s): throughput vs size",
+    threads = f"{env['threads']} thread{'' if str(env['threads']) == '1' else 's'}"
+    fig.suptitle(f"{backend} on {cells[0]['device']}, {dtype}, {threads}: throughput vs size",
                  fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

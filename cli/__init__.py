@@ -30,6 +30,83 @@ COMMANDS = {
                "build torch's float32 kernel loops (impl=\"kernel\") ahead, once per machine and version"),
 }
 
+# The head of each command's --help: what it does, what it writes, its exit codes (2 to 6 lines of at most 79
+# characters, printed as written). A command module may add an epilog with the details.
+DESCRIPTIONS = {
+    "run": """\
+The main job: the parity summary (eager, f and f', every selected backend) and
+the moons study (ReLU vs exact GELU, paired seeds on one backend, a verdict).
+Writes report.md (it starts with the answer), results.json and the PNGs of both
+parts into --out (default results/run); the same command resumes.
+Exit codes: 0 done; 2 bad input, one line; 130 Ctrl-C, finished results kept.""",
+    "parity": """\
+Every backend x impl x activation x dtype x mode x derivative order x input
+region against the correctly rounded mpmath reference; cells beyond tolerance
+are flagged and matched with known faults. Writes report.md, parity.json and
+errors_order0/1.png into --out (default results/parity); reruns resume.
+Exit codes: 0 done (flagged cells are findings); 1 with --fail-on-new, a cell
+matches no known fault; 2 bad input, one line; 130 Ctrl-C, groups kept.""",
+    "moons": """\
+ReLU vs GELU MLPs trained on make_moons over many seeds: accuracy and loss with
+confidence intervals, paired tests and plots; --grid runs a grid of studies.
+Writes report.md, results.json, three PNGs and runs/ (one file per seed) into
+--out (default results/moons); rerunning into the same folder resumes.
+Exit codes: 0 done; 1 with --fail-on-divergence, a run diverged; 2 bad input
+or nothing to train, one line; 130 Ctrl-C, finished runs kept.""",
+    "bench": """\
+Time each activation per backend, impl, mode, direction, dtype and size against
+the machine's copy bandwidth; --model times gelulab inside real models instead.
+Writes bench.json, bench.md and throughput_*.png (--model: model.json, model.md)
+into --out (default results/bench); `compare A.json B.json` prints B / A.
+Exit codes: 0 done; 1 no cell timed (compare: no cell in both files); 2 bad
+input, one line; 130 Ctrl-C, the cells measured kept in bench.partial.json.""",
+    "swap": """\
+Replace the exact GELU in every FFN of a pretrained MiniLM BERT by each other
+activation and measure the damage: embedding cosines, per-layer drift and
+paraphrase ROC-AUC; --finetune distils the swapped model and measures again.
+Writes swap.md, swap.json and swap_layers.png into --out (default results/swap);
+rerunning into the same folder resumes.
+Exit codes: 0 done; 2 bad input or no model package, one line; 130 Ctrl-C.""",
+    "identify": """\
+Which GELU (or ReLU, SiLU) a callable computes, or every activation site of a
+model file; with B, whether A and B are the same variant, site by site.
+Writes nothing: prints the answer (--json: as JSON).
+Exit codes: 0 done (with B: the same variant); 1 A and B differ; 2 a refused
+expression or model, one line.""",
+    "merge": """\
+Results of parity, bench, moons (and moons grids) and swap made on different
+machines, devices or versions, side by side, grouped by kind and folder.
+Writes merge.md and merge.json into --out (default results/merge); a damaged
+results file is set aside and named, never changed.
+Exit codes: 0 done; 2 a missing folder, runs of different settings or nothing
+usable to merge, one line.""",
+    "verify": """\
+Every float32 bit pattern (--exhaustive) or every N-th (--stride N) through
+each backend's float32 kernel, f and f', against the correctly rounded value,
+and every bfloat16 and float16 bit pattern. Writes chunks.jsonl, summary.json
+and report.md into --out (default results/verify); reruns resume.
+Exit codes: 0 every normal result within 1 ULP and the special values right;
+1 otherwise; 2 bad input, one line; 130 Ctrl-C, finished chunks kept.""",
+    "warmup": """\
+Build torch's float32 kernel loops (impl="kernel", opt-in) ahead, in child
+processes, so later processes run them from the first call; the default impl
+needs none. Writes one file per kernel into GELULAB_KERNEL_CACHE (default
+~/.cache/gelulab/torch-kernels); a kernel already built is loaded, not rebuilt.
+Exit codes: 0 done; 2 an unknown activation or one without a kernel, one line;
+130 Ctrl-C.""",
+}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The subcommands' help formatter: the description and epilog printed as written (DESCRIPTIONS), and a
+    subcommand that is optional shown in brackets in the usage line (`[compare ...]`), as optional things are."""
+
+    def _format_args(self, action, default_metavar):
+        text = super()._format_args(action, default_metavar)
+        if action.nargs == argparse.PARSER and not action.required:
+            return f"[{text}]"
+        return text
+
 
 class UsageError(SystemExit):
     """An option or argument argparse refused; already printed as one line. A SystemExit with code 2, so code that
@@ -77,11 +154,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser (OneLineParser: an error is one line, exit code 2) with one subcommand per entry of
-    COMMANDS (modules imported lazily); every subcommand takes --verbose."""
+    COMMANDS (modules imported lazily), its --help headed by DESCRIPTIONS; every subcommand takes --verbose."""
     parser = OneLineParser(prog="gelulab", description=DESCRIPTION, epilog=EXIT_CODES, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, allow_abbrev=False)  # `--seed 3` is not `--seeds 3`
+        p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name], formatter_class=HelpFormatter,
+                           allow_abbrev=False)  # `--seed 3` is not `--seeds 3`
         p.set_defaults(_module=module_name)
         p.add_argument("--verbose", action="store_true",
                        help="keep the frameworks' start-up log lines (dropped by default) and show the traceback "

@@ -163,9 +163,11 @@ def test_filtered_plot_has_only_the_selected_panels(tmp_path):
     argv = ["parity", "--backend", "numpy", "--activation", "gelu_tanh", "--dtype", "float16", "--order", "0",
             "--out", str(tmp_path)]
     assert gelulab.main(argv) == 0
+    from gelulab.experiments.parity.command import DPI, HEADER_H, LEGEND_W, PANEL_H, PANEL_W
+
     h, w = matplotlib.image.imread(tmp_path / "errors_order0.png").shape[:2]
-    # one GELU form x one dtype: one panel of 4.2 x 3.0 inches at 90 dpi (plot_errors' figsize per panel)
-    assert (w, h) == (round(4.2 * 90), round(3.0 * 90))
+    # one GELU form x one dtype: one panel, the legend beside it and the title above (plot_errors' layout)
+    assert (w, h) == (round((PANEL_W + LEGEND_W) * DPI), round((PANEL_H + HEADER_H) * DPI))
     assert "errors_order1.png" not in (tmp_path / "report.md").read_text()
 
 
@@ -537,3 +539,73 @@ def test_the_run_verdict_is_equivalence_by_tost_gelu_or_relu_better_or_not_settl
     assert verdict(study(wide))["verdict"] == "not settled"
     assert verdict(study(tight + 0.01, kind="higher"))["verdict"] == "GELU better"
     assert verdict(study(tight - 0.01, kind="lower"))["verdict"] == "ReLU better"
+
+
+def _help(capsys, monkeypatch, *argv) -> str:
+    """What `gelulab <argv> --help` prints (80 columns), checking that it exits 0."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as e:
+        gelulab.main([*argv, "--help"])
+    assert e.value.code == 0
+    return capsys.readouterr().out
+
+
+def _listed_commands(capsys, monkeypatch) -> list[str]:
+    """The subcommands `gelulab --help` lists, in its `{run,parity,...}` choice."""
+    import re
+
+    text = _help(capsys, monkeypatch)
+    return re.search(r"\{([a-z,]+)\}", text).group(1).split(",")
+
+
+def test_every_commands_help_starts_with_what_it_does_writes_and_its_exit_codes(capsys, monkeypatch):
+    """After the usage block, each subcommand's --help starts with 2 to 6 lines (of at most 80 characters) of at
+    least one sentence: what the command does, what it writes (or that it writes nothing) and its exit codes,
+    0 and 2 among them (2: bad input, docs/results-and-exit-codes.md)."""
+    import re
+
+    commands = _listed_commands(capsys, monkeypatch)
+    assert {"run", "parity", "moons", "bench", "swap", "identify", "merge", "verify", "warmup"} <= set(commands)
+    for command in commands:
+        text = _help(capsys, monkeypatch, command)
+        usage, description, *_ = text.split("\n\n")
+        assert usage.startswith(f"usage: gelulab {command} "), (command, usage)
+        lines = description.splitlines()
+        assert 2 <= len(lines) <= 6 and max(map(len, lines)) <= 80, (command, lines)
+        assert not lines[0].endswith(":"), (command, lines)  # a description, not a section heading
+        prose = " ".join(lines)
+        assert re.search(r"[A-Z][^.]{20,}\.( |$)", prose), (command, prose)  # at least one sentence
+        assert re.search(r"\b[Ww]rites\b", prose), (command, prose)
+        codes = re.search(r"Exit codes?: (.*)", prose)
+        assert codes and re.search(r"\b0\b", codes.group(1)) and re.search(r"\b2\b", codes.group(1)), (command, prose)
+
+
+def _bare_tokens(usage: str) -> list[str]:
+    """The tokens of a usage block outside every [...] and (...) group, after `usage: gelulab <command>`."""
+    import re
+
+    text = " ".join(usage.split())
+    while re.search(r"\[[^\[\]]*\]|\([^()]*\)", text):
+        text = re.sub(r"\[[^\[\]]*\]|\([^()]*\)", "", text)
+    return text.split()[3:]
+
+
+def test_no_usage_shows_an_optional_positional_as_required(capsys, monkeypatch):
+    """In every subcommand's usage line, what stands outside brackets is a positional the command requires:
+    `gelulab bench` runs without `compare` (it is a subcommand you may add), so its usage shows `[compare ...]`;
+    identify's B is optional (`A [B]`), merge takes one DIR or more (`DIR [DIR ...]`)."""
+    import argparse
+
+    from gelulab.cli import build_parser
+
+    assert build_parser().parse_args(["bench", "--quick"]).bench_command is None  # compare is optional in fact
+    for command in _listed_commands(capsys, monkeypatch):
+        parser = _subparser(command)
+        required = {a.metavar or a.dest for a in parser._actions
+                    if not a.option_strings and a.required and a.help != argparse.SUPPRESS}
+        usage = _help(capsys, monkeypatch, command).split("\n\n")[0]
+        assert set(_bare_tokens(usage)) <= required, (command, _bare_tokens(usage), required)
+    bench_usage = " ".join(_help(capsys, monkeypatch, "bench").split("\n\n")[0].split())
+    assert bench_usage.endswith("[compare ...]"), bench_usage
+    assert _bare_tokens(_help(capsys, monkeypatch, "identify").split("\n\n")[0]) == ["A"]
+    assert _bare_tokens(_help(capsys, monkeypatch, "merge").split("\n\n")[0]) == ["DIR"]

@@ -28,7 +28,14 @@ from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.parity.known_faults import KINDS, KNOWN_FAULTS
 from gelulab.core.parity.reference import reference, reference_float
 from gelulab.core.parity.regions import ISSUE_TAIL_POINT, REGIONS
-from gelulab.core.parity.tolerances import FORMULA_GOALS, OVERRIDES, TOLERANCES, overrides_for
+from gelulab.core.parity.tolerances import (
+    FORMULA_GOALS,
+    OVERRIDES,
+    TOLERANCES,
+    in_root_window,
+    overrides_for,
+    tolerance,
+)
 from gelulab.core.plumbing import config
 from gelulab.core.plumbing.lock import hold
 from gelulab.core.plumbing.output import Interrupted, check_writable
@@ -248,7 +255,7 @@ def behaviour_matrix(backends, dtypes=("float32", "float16", "bfloat16")) -> tup
             ref = reference(key, x, dtype).astype(np.float64)
             rows.append(["mpmath", "reference", ACTIVATIONS[key].label] + [_show(v) for v in ref])
             for b in backends:
-                for impl in IMPLS:
+                for impl in (i for i in IMPL_STYLES if i in IMPLS):
                     try:
                         y = b.to_numpy(b.function(key, impl)(b.asarray(x))).astype(np.float64)
                         cells = [_show(yi) + ("" if _same(yi, ri, ACTIVATIONS[key].zero_sign) else " ✗")
@@ -298,61 +305,190 @@ def tail_point_table(raw) -> str:
             + markdown_table(["activation", "true value", "backend", "impl", "mode", "returned"], rows))
 
 
-def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
-    """PNG: the largest ULP error (+1, log scale) in each of `bins` bins of x over the negative tail and the grid,
-    normal-range results only, one panel per smooth activation (catalogue `smooth`: ReLU's error is 0) x dtype, one
-    line per backend (solid: builtin, dashed: gelulab's formula), eager mode."""
+# Layout of the error figure, in inches (and its resolution): a grid of panels, the legend to their right.
+PANEL_W, PANEL_H, LEGEND_W, HEADER_H, DPI = 4.2, 3.0, 3.6, 0.5, 90
+# line style per impl (colour is per backend: backend_color)
+IMPL_STYLES = {"builtin": "-", "formula": "--", "kernel": ":"}
+ROOT_BAND_COLOR = "gold"  # not in tab10, the backends' palette
+X_RANGE = (-30.0, 10.0)  # the x range drawn (negative tail and grid regions)
+_ROOT_BAND = "|f′| ≈ 0: builtins judged absolutely\n(hollow markers, off the line): see report"
+_SMALL_BAND = "results below the smallest normal:\njudged absolutely, not drawn: see report"
+
+
+PLOT_CAPTION = (
+    "Each panel: the largest ULP error in each bin of x, eager mode, over the inputs judged by ULP. Colour: "
+    "backend; line: impl (solid builtin, dashed gelulab's formula, dotted gelulab's kernel); backends whose outputs "
+    "are bit-identical are one line naming them all. Hatched grey: x where the correctly rounded result is below the "
+    "smallest normal; those results are judged by absolute error (the `tolerances` in parity.json) and not drawn. "
+    "Yellow (derivative plots): where f′ crosses zero; a builtin is judged there by absolute error (about one "
+    "machine epsilon), so its ULP errors, large because f′ is near 0, are hollow markers off the line, and the "
+    "cells above say whether they pass.")
+
+
+def backend_color(name: str):
+    """The colour of backend `name` in the parity plots: matplotlib's tab10 palette in the registry's order
+    (backends.BACKEND_NAMES), so every backend keeps one colour however many are drawn. Raises ValueError for a
+    name not in the registry."""
+    import matplotlib
+
+    if name not in BACKEND_NAMES:
+        raise ValueError(f"unknown backend {name!r}; valid backends: {list(BACKEND_NAMES)}")
+    palette = matplotlib.colormaps["tab10"].colors
+    return palette[BACKEND_NAMES.index(name) % len(palette)]
+
+
+def _plotted(res):
+    """The CellResults of the drawn regions (negative tail, grid) of one group whose call returned."""
+    return [res[r] for r in ("negative_tail", "grid") if r in res and res[r].actual is not None]
+
+
+def _bin_max(x, values, edges):
+    """Max of `values` per bin of `edges` (x outside the edges dropped); -1 where a bin holds no value."""
+    bins = len(edges) - 1
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    idx = np.clip(np.digitize(x[inside], edges) - 1, 0, bins - 1)
+    out = np.full(bins, -1.0)
+    np.maximum.at(out, idx, np.minimum(values[inside], 1e15))
+    return out
+
+
+def _spans(flags, edges):
+    """[(x0, x1)] of the runs of consecutive True bins."""
+    spans, start = [], None
+    for i, f in enumerate(list(flags) + [False]):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            spans.append((float(edges[start]), float(edges[i])))
+            start = None
+    return spans
+
+
+def _same_outputs(drawn):
+    """The eager groups of one panel and impl, clustered by bit-identical outputs over the drawn regions: a list
+    of lists of (group, results), backends in registry order."""
+    clusters: list = []
+    for g, res in sorted(drawn, key=lambda item: BACKEND_NAMES.index(item[0].backend)):
+        bits = b"".join(p.actual.tobytes() for p in _plotted(res))
+        for c in clusters:
+            if c[0] == bits:
+                c[1].append((g, res))
+                break
+        else:
+            clusters.append((bits, [(g, res)]))
+    return [members for _, members in clusters]
+
+
+def errors_figure(raw, order: int, bins: int = 160):
+    """The matplotlib Figure of plot_errors (see there); raises ValueError when `raw` has no eager result of a
+    smooth activation of derivative `order`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
 
-    drawn = [g for g in raw if g.order == order and g.mode == "eager" and ACTIVATIONS[g.key].smooth]
-    keys = [k for k in ACTIVATIONS if k in {g.key for g in drawn}]
-    dts = [d for d in DTYPES if any(g.dtype == d for g in drawn)]
+    drawn = [(g, res) for g, res in raw.items()
+             if g.order == order and g.mode == "eager" and ACTIVATIONS[g.key].smooth and _plotted(res)]
+    keys = [k for k in ACTIVATIONS if any(g.key == k for g, _ in drawn)]
+    dts = [d for d in DTYPES if any(g.dtype == d for g, _ in drawn)]
     if not keys:
         raise ValueError(f"plot_errors: no eager result of a smooth activation of order {order} to plot")
-    fig, axes = plt.subplots(len(keys), len(dts), figsize=(4.2 * len(dts), 3.0 * len(keys)), squeeze=False)
-    colors = {"numpy": "tab:gray", "jax": "tab:blue", "torch": "tab:red", "tensorflow": "tab:orange"}
-    for g, res in raw.items():
-        if g.order != order or g.mode != "eager" or g.key not in keys:
-            continue
-        parts = [res[r] for r in ("negative_tail", "grid") if res[r].actual is not None]
-        if not parts:
-            continue
-        x = np.concatenate([p.x.astype(np.float64) for p in parts])
-        u = np.concatenate([np.where(p.normal_range(), p.ulp(), 0.0) for p in parts])
-        lo = max(float(x.min()), -30.0)
-        edges = np.linspace(lo, 10.0, bins + 1)
-        idx = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
-        inside = (x >= lo) & (x <= 10.0)
-        worst = np.full(bins, -1.0)
-        np.maximum.at(worst, idx[inside], np.minimum(u[inside], 1e15))
-        centers = 0.5 * (edges[1:] + edges[:-1])
-        filled = worst >= 0  # the tail is sampled sparsely: connect the bins that hold inputs
-        ax = axes[keys.index(g.key)][dts.index(g.dtype)]
-        ax.plot(centers[filled], worst[filled] + 1, lw=1.4 if g.impl == "builtin" else 1.1,
-                color=colors.get(g.backend, "k"), ls="-" if g.impl == "builtin" else "--",
-                label=f"{g.backend} {g.impl}", alpha=0.9)
-    for i, k in enumerate(keys):
-        for j, d in enumerate(dts):
+    fig, axes = plt.subplots(len(keys), len(dts), squeeze=False,
+                             figsize=(PANEL_W * len(dts) + LEGEND_W, PANEL_H * len(keys) + HEADER_H))
+    edges = np.linspace(*X_RANGE, bins + 1)
+    centers = 0.5 * (edges[1:] + edges[:-1])
+    lines: dict = {}  # (impl, label) -> line handle, for the legend
+    bands: dict = {}  # label -> patch
+    for i, key in enumerate(keys):
+        for j, dtype in enumerate(dts):
             ax = axes[i][j]
+            panel = [(g, res) for g, res in drawn if g.key == key and g.dtype == dtype]
+            rooted = False  # some line of the panel has elements judged absolutely in a root window
+            small = None  # bins holding inputs whose correctly rounded result is below the smallest normal
+            for impl in (i for i in IMPL_STYLES if i in IMPLS):
+                for members in _same_outputs([(g, res) for g, res in panel if g.impl == impl]):
+                    g, res = members[0]
+                    parts = _plotted(res)
+                    tol = tolerance(g)
+                    x = np.concatenate([p.x.astype(np.float64) for p in parts])
+                    u = np.concatenate([p.ulp() for p in parts])
+                    by_ulp = np.concatenate([p.normal_range(tol.atol) for p in parts])
+                    # where f' crosses zero the tolerance's absolute floor decides (engine._elementwise_ok)
+                    root = (in_root_window(key, order, x) if order > 0 and tol.atol_root > tol.atol
+                            else np.zeros(x.shape, dtype=bool))
+                    held = _bin_max(x, np.zeros_like(x), edges) >= 0
+                    line = _bin_max(x, np.where(by_ulp & ~root, u, -1.0), edges)
+                    below = held & (_bin_max(x, np.where(by_ulp, 0.0, -1.0), edges) < 0)
+                    small = below if small is None else small & below
+                    # bins without inputs (the tail is sampled sparsely) are left out, so the line joins across
+                    # them; a bin whose inputs are all judged absolutely is NaN, so the line breaks there
+                    y = np.where(line >= 0, line + 1, np.nan)
+                    names = [m[0].backend for m in members]
+                    label = f"{' = '.join(names)} {impl}" + (" (identical outputs)" if len(names) > 1 else "")
+                    color = backend_color(names[0])
+                    (h,) = ax.plot(centers[held], y[held], color=color, ls=IMPL_STYLES[impl],
+                                   lw=1.5 if impl == "builtin" else 1.2, label=label, alpha=0.9)
+                    lines.setdefault((impl, label), h)
+                    hollow = _bin_max(x, np.where(by_ulp & root, u, -1.0), edges)
+                    if (hollow >= 0).any():
+                        ax.scatter(centers[hollow >= 0], hollow[hollow >= 0] + 1, s=28, marker="o",
+                                   facecolors="none", edgecolors=[color], linewidths=1.2, zorder=3)
+                        rooted = True
+            if rooted:
+                for lo, hi in ACTIVATIONS[key].root_windows.get(order, ()):
+                    # a narrow window: its edges drawn too, so it shows at the scale of the whole range
+                    ax.axvspan(lo, hi, facecolor=ROOT_BAND_COLOR, edgecolor=ROOT_BAND_COLOR, alpha=0.45, lw=0.8)
+                    ax.annotate("|f′| ≈ 0", xy=((lo + hi) / 2, 1.0), xycoords=("data", "axes fraction"),
+                                xytext=(0, -2), textcoords="offset points", ha="center", va="top", fontsize=7,
+                                color="darkgoldenrod")
+                bands.setdefault(_ROOT_BAND, Patch(facecolor=ROOT_BAND_COLOR, edgecolor=ROOT_BAND_COLOR, alpha=0.45))
+            for lo, hi in _spans(small if small is not None else [], edges):
+                ax.axvspan(lo, hi, facecolor="0.85", edgecolor="0.6", hatch="//", lw=0)
+                bands.setdefault(_SMALL_BAND, Patch(facecolor="0.85", edgecolor="0.6", hatch="//"))
             ax.set_yscale("log")
-            ax.set_title(f"{ACTIVATIONS[k].label} {'value' if order == 0 else 'derivative'}, {d}", fontsize=9)
+            ax.set_xlim(*X_RANGE)
+            lo, hi = ax.get_ylim()
+            if hi < 10 * lo:  # less than a decade: plain numbers (1, 2, 3), not 2 x 10^0
+                for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+                    axis(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_title(f"{ACTIVATIONS[key].label} {'value' if order == 0 else 'derivative'}, {dtype}", fontsize=9)
             ax.grid(alpha=0.3)
             if j == 0:
-                ax.set_ylabel("max ULP error + 1 per bin")
+                ax.set_ylabel("1 + max ULP error in the bin")
             if i == len(keys) - 1:
                 ax.set_xlabel("x")
-    legend = {}
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            legend.setdefault(label, h)
-    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle("error against the correctly rounded reference (normal-range results; eager)", y=0.93, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    width = PANEL_W * len(dts) + LEGEND_W
+    impl_order = list(IMPL_STYLES)
+    legend = {label: h for (_, label), h in sorted(lines.items(), key=lambda kv: impl_order.index(kv[0][0]))}
+    legend.update(bands)
+    fig.legend(list(legend.values()), list(legend), loc="center left", bbox_to_anchor=(1 - LEGEND_W / width, 0.5),
+               fontsize=7.5, frameon=False, title="colour: backend; line: impl\n"
+               "solid builtin, dashed gelulab formula,\ndotted gelulab kernel", title_fontsize=7.5,
+               alignment="left")
+    what = "f" if order == 0 else "f′"
+    fig.suptitle(f"{what}: error against the correctly rounded reference, "
+                 "eager mode, bins of x", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1 - LEGEND_W / width, 1))
+    return fig
+
+
+def plot_errors(raw, out: Path, order: int, bins: int = 160) -> Path:
+    """Write `out`/errors_order<order>.png and return its path: the largest ULP error (+1, log scale) in each of
+    `bins` bins of x over [-30, 10] (the negative tail and grid regions), one panel per smooth activation
+    (catalogue `smooth`: ReLU's error is 0) x dtype, eager mode; colour per backend (backend_color), line style per
+    impl (solid builtin, dashed formula, dotted kernel); backends whose outputs are bit-identical are one line
+    whose label names them all. Only elements judged by ULP are on the lines: where the correctly rounded result
+    is below the smallest normal (or the tolerance's absolute floor) the x range is shaded and hatched and nothing
+    is drawn; inside an entry's root windows of f' (|f'| ~ 0), where the tolerance's absolute floor decides
+    (builtins), the x range is shaded and those elements' ULP errors are hollow markers, off the line.
+    Raises ValueError when `raw` has no eager result of a smooth activation of derivative `order`."""
+    import matplotlib.pyplot as plt
+
+    fig = errors_figure(raw, order, bins)
     path = out / f"errors_order{order}.png"
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
@@ -417,7 +553,8 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
             paths = [plot_errors(raw, out, o) for o in plotted]
             data["plots"] = [p.name for p in paths]
             if paths:
-                md.append("\n## Plots\n\n" + "".join(f"![{p.name}]({p.name})\n" for p in paths))
+                md.append("\n## Plots\n\n" + PLOT_CAPTION + "\n\n"
+                          + "".join(f"![{p.name}]({p.name})\n" for p in paths))
         atomic_write_text(out / "report.md", "".join(md))
         write_json(out / "parity.json", data)
         return data

@@ -480,8 +480,8 @@ def _model_line(model: dict) -> str:
 
 def _plot(report: dict, path: Path) -> None:
     """One panel per backend (2 per row): 1 - mean token cosine to the original per layer (log scale), a line per
-    swapped activation, dashed after the fine-tune; a dotted line at float32's machine epsilon (the rounding
-    floor of the comparison)."""
+    swapped activation (its catalogue colour and label), dashed after the fine-tune; a dotted line at float32's
+    machine epsilon (the rounding floor of the comparison)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -492,7 +492,7 @@ def _plot(report: dict, path: Path) -> None:
     if not names:
         return
     keys = list(dict.fromkeys(r["activation"] for r in rows))
-    colors = dict(zip(keys, plt.get_cmap("tab10").colors))
+    colors = {k: ACTIVATIONS[k].color for k in keys}  # the catalogue's colour, as in the benchmark plots
     ncols = min(2, len(names))
     nrows = -(-len(names) // ncols)
     legend_cols = 3 if ncols > 1 else 2
@@ -506,7 +506,8 @@ def _plot(report: dict, path: Path) -> None:
             gap = 1.0 - np.asarray(r["drift"]["cosine"][1:])
             layer = np.arange(1, len(gap) + 1)
             tuned = r["stage"] == "fine-tuned"
-            label = r["activation"] + (f", after {r['steps']} fine-tune steps" if tuned else ", swapped")
+            stage = f", after {r['steps']} fine-tune steps" if tuned else ", swapped"
+            label = ACTIVATIONS[r["activation"]].label + stage
             (line,) = ax.plot(layer, np.maximum(gap, 1e-9), "o--" if tuned else "o-",
                               color=colors[r["activation"]], mfc="white" if tuned else None, label=label)
             legend.setdefault(label, line)

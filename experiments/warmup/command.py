@@ -19,8 +19,7 @@ import time
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gelulab warmup`."""
-    parser.description = __doc__.split("\n\n")[1]
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n")[1]  # the details, after cli.DESCRIPTIONS' summary
     parser.allow_abbrev = False
     parser.add_argument("--activation", default=None, metavar="KEY[,KEY...]",
                         help="catalogue entries whose kernels to build (default: every entry with a kernel)")
