@@ -786,6 +786,13 @@ def _value_text(v) -> str:
     return "unknown" if v is None else str(v)
 
 
+def threads_text(threads: dict) -> str:
+    """{backend: its threads() dict} in words: "torch intra_op 1, inter_op 2; jax intra_op 1, requested 1, applied
+    True" (jax's XLA_FLAGS string left out: its count is intra_op)."""
+    return "; ".join(f"{b} {_value_text({k: v for k, v in t.items() if k != 'xla_flags'}) if isinstance(t, dict) else t}"
+                     for b, t in threads.items())
+
+
 def environment_md(env: dict) -> str:
     """The Environment block: one line per key; the frameworks one line each; the threads in effect and the CPU
     dispatch level per framework on one line each (a key that holds nothing is left out, never shown empty)."""
@@ -793,9 +800,7 @@ def environment_md(env: dict) -> str:
              if k not in ("frameworks", "threads_in_effect", "cpu_dispatch") and v not in ({}, "", [])]
     lines += [f"- {b}: {', '.join(f'{k} {v}' for k, v in vs.items())}" for b, vs in env.get("frameworks", {}).items()]
     if env.get("threads_in_effect"):
-        lines.append("- threads in effect: " + "; ".join(
-            f"{b} {_value_text({k: v for k, v in t.items() if k != 'xla_flags'}) if isinstance(t, dict) else t}"
-            for b, t in env["threads_in_effect"].items()))
+        lines.append(f"- threads in effect: {threads_text(env['threads_in_effect'])}")
     if env.get("cpu_dispatch"):
         lines.append("- CPU dispatch level: " + "; ".join(f"{b} {_value_text(v)}"
                                                           for b, v in env["cpu_dispatch"].items()))

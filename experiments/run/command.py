@@ -47,6 +47,7 @@ def _run_main(args) -> int:
     from gelulab.core.plumbing.report import atomic_write_text, environment, write_json
     from gelulab.experiments.moons import study as moons
     from gelulab.experiments.moons.config import MoonsConfig, check_seed_count
+    from gelulab.experiments.moons.report import threads_text
     from gelulab.experiments.parity import command as parity
 
     if args.seeds < 1:
@@ -101,8 +102,11 @@ def _run_main(args) -> int:
         + "".join(f"\n![errors](parity/{p})\n" for p in pdata.get("plots", []))
         + "\n## Moons\n\n"
         + _nested((out / "moons" / "report.md").read_text()).replace("](", "](moons/")
-        + "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
-        + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items())
+        + "\n## Versions\n\n" + "".join(f"- {k}: {', '.join(f'{p} {v}' for p, v in vs.items())}\n"
+                                       for k, vs in env["frameworks"].items())
+        + (f"- threads in effect: {threads_text(env['threads_in_effect'])}\n" if env["threads_in_effect"] else "")
+        + ("- CPU dispatch level: " + "; ".join(f"{k} {v}" for k, v in env["cpu_dispatch"].items() if v) + "\n"
+           if any(env["cpu_dispatch"].values()) else "")
         + f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n"
     )
     atomic_write_text(out / "report.md", text)
