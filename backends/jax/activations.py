@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.numerics.formulas import NARROW_HALF_STEP, min_normal_lifted
 from gelulab.core.parity.cpu_dispatch import xla_level
 
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
@@ -153,10 +154,13 @@ def where(c, a, b):
 
 def astype(x, name: str):
     """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16"); ValueError for another, or for
-    float64 while jax_enable_x64 is off (outside formula_scope)."""
+    float64 while jax_enable_x64 is off (outside formula_scope). float64 to float32 or bfloat16 rounds as IEEE does
+    next to the smallest normal, where XLA's convert flushes (core.numerics.formulas.min_normal_lifted)."""
     dtype = get_dtype(name)
     if dtype.name == "float64":
         require_x64("a cast to float64")
+    if x.dtype == jnp.float64 and dtype.name in NARROW_HALF_STEP:
+        x = min_normal_lifted(jnp.where, x, dtype.name)
     return x.astype(dtype.np_dtype)
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record  # could_possibly_record: whether any tape or accumulator records
 
 from gelulab.core.numerics.dtypes import get_dtype
+from gelulab.core.numerics.formulas import NARROW_HALF_STEP, min_normal_lifted
 from gelulab.core.parity.cpu_dispatch import xla_level
 
 _TF = {"float64": tf.float64, "float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}
@@ -124,8 +125,13 @@ def where(c, a, b):
 
 
 def astype(x, name: str):
-    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16") with tf.cast; ValueError for another."""
-    return tf.cast(x, _TF[get_dtype(name).name])
+    """x cast to dtype `name` ("float64", "float32", "bfloat16", "float16") with tf.cast; ValueError for another.
+    float64 to float32 or bfloat16 rounds as IEEE does next to the smallest normal, where TensorFlow's cast (eager
+    and XLA) flushes (core.numerics.formulas.min_normal_lifted)."""
+    name = get_dtype(name).name
+    if x.dtype == tf.float64 and name in NARROW_HALF_STEP:
+        x = min_normal_lifted(tf.where, x, name)
+    return tf.cast(x, _TF[name])
 
 
 def dtype_name(x) -> str:

@@ -21,6 +21,13 @@ Accuracy design:
   |x| < 1 as x (sigma(z)) so that x/4 is never formed next to the smallest normal. The closed-form derivatives
   always take these tails; the values take them for float64 inputs only (float32 and narrower inputs are far from
   them, and their graphs stay as they were).
+* Rounding next to the smallest float32 normal. XLA's convert from float64 to float32 (and bfloat16) on CPU flushes
+  a value that rounds at float32's 24 bits to a subnormal: y in [t - 2^-150, t - 2^-151), t = 2^-126, which IEEE
+  rounding takes to t (bfloat16: every y in [t - 2^-134, t - 2^-151), through float32; measured on jax 0.10.2 and
+  TensorFlow 2.21, eager and compiled). The four GELU forms and SiLU are x/2 + O(x^2) next to 0, so x = 2^-125 -
+  2^-149 gave 0 instead of t on jax and TensorFlow (bfloat16: x = 2^-125 - 2^-133). Their astype moves such values
+  past +-t first (min_normal_lifted), so the convert gives +-t, as IEEE rounding of the float64 value does in numpy
+  and torch.
 """
 from __future__ import annotations
 
@@ -92,6 +99,24 @@ def _clamped(xp, w, t):
 def _tails(xp, w, y, t):
     """Select x beyond +t and -0.0 beyond -t; y elsewhere."""
     return xp.where(w > t, w, xp.where(w < -t, -0.0, y))
+
+
+FLOAT32_TINY = 2.0**-126  # the smallest normal of float32 and bfloat16
+# half the subnormal spacing of the dtypes computed in float64 and narrowed (float32 2^-149, bfloat16 2^-133)
+NARROW_HALF_STEP = {"float32": 2.0**-150, "bfloat16": 2.0**-134}
+
+
+def min_normal_lifted(where, y, name: str):
+    """y, a float64 array (any shape) about to be converted to dtype `name` ("float32" or "bfloat16"), with the
+    values that IEEE rounding takes to +-t (t = 2^-126, the smallest normal) moved past +-t by h, half the dtype's
+    subnormal spacing: y in [t - h, t) becomes y + h, y in (-t, h - t] becomes y - h; every other value is
+    unchanged, and so is the derivative (+-h is a constant). The converted result is then +-t where the framework's
+    convert would flush it (module docstring, "Rounding next to the smallest float32 normal"); the backends whose
+    convert flushes (jax, tensorflow) apply it in their astype. `where`: the framework's elementwise select
+    (jnp.where, tf.where). Raises KeyError for another `name`."""
+    h, t = NARROW_HALF_STEP[name], FLOAT32_TINY
+    y = where(y < t, where(y >= t - h, y + h, y), y)
+    return where(y > -t, where(y <= h - t, y - h, y), y)
 
 
 def _x_sigmoid(xp, x, z, small_x: bool = False):

@@ -62,12 +62,28 @@ def negative_tail(dtype: str) -> np.ndarray:
     return _as(np.concatenate(parts), dtype)
 
 
+def min_normal_crossing(dtype: str) -> np.ndarray:
+    """The inputs whose value crosses the smallest normal t, both signs: 2t and its 4 neighbours on each side. The
+    GELU forms and SiLU are x/2 + O(x^2) there, so the value at the neighbour just below 2t is within a sliver of the
+    halfway point between t and the largest subnormal (f(x) rounds to t for x > 0, to a subnormal for x < 0)."""
+    dt = get_dtype(dtype).np_dtype
+    two_t = np.array(2 * float(get_dtype(dtype).finfo.smallest_normal), dtype=dt)
+    vals, lo, hi = [two_t], two_t, two_t
+    for _ in range(4):
+        lo, hi = np.nextafter(lo, np.array(0, dtype=dt)), np.nextafter(hi, np.array(np.inf, dtype=dt))
+        vals += [lo, hi]
+    mags = [float(v) for v in vals]
+    return _as(mags + [-v for v in mags], dtype)
+
+
 def tiny(dtype: str) -> np.ndarray:
-    """Tiny |x|, both signs: 200 log-spaced magnitudes from the smallest subnormal to 1e-3."""
+    """Tiny |x|, both signs: 200 log-spaced magnitudes from the smallest subnormal to 1e-3, the smallest subnormal
+    and normal, and the inputs whose value crosses the smallest normal (min_normal_crossing)."""
     fi = get_dtype(dtype).finfo
     lo = math.log10(float(fi.smallest_subnormal))
     mags = np.logspace(lo, -3.0, 200)
-    return _as(np.concatenate([mags, -mags, [float(fi.smallest_subnormal), float(fi.smallest_normal)]]), dtype)
+    return _as(np.concatenate([mags, -mags, [float(fi.smallest_subnormal), float(fi.smallest_normal)],
+                               min_normal_crossing(dtype).astype(np.float64)]), dtype)
 
 
 def large(dtype: str) -> np.ndarray:
