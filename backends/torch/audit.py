@@ -42,8 +42,6 @@ NONLINEAR = frozenset(["gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf"
 WHOLE = frozenset(["gelu", "relu", "relu6", "silu", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "threshold", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_"])
 _PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
-_WORDS = {"gelu_none": "exact GELU", "gelu_tanh": "tanh GELU", "gelu_sigmoid": "sigmoid GELU", "relu": "ReLU",
-          "silu": "SiLU"}
 
 
 # --- the reader contract (api.audit.READERS) ---------------------------------------------------------------------
@@ -189,7 +187,11 @@ def describe_activation(name: str) -> str:
     cls = entry[0] if isinstance(entry, tuple) else entry
     module = ACT2FN[name]
     variant = _variant_of_class(f"{cls.__module__}.{cls.__qualname__}", module)
-    return f"{cls.__qualname__}, {_WORDS.get(variant, variant) if variant else 'not in the catalogue'}"
+    if variant is None:
+        return f"{cls.__qualname__}, not in the catalogue"
+    from gelulab.core.activations import ACTIVATIONS
+
+    return f"{cls.__qualname__}, {ACTIVATIONS[variant].words}"
 
 
 def _hf_folder(path: Path, options):

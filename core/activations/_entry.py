@@ -189,6 +189,9 @@ class Activation:
 
     # --- presentation: reports, plots and experiments -----------------------------------------------------------
 
+    words: str
+    """How reports name it in prose ("exact GELU", "tanh GELU", "ReLU"): a sentence's words, beside `label`, the
+    short name of tables and test ids ("gelu(none)")."""
     color: str = "black"
     """matplotlib colour of its lines in the benchmark plots (its name in reports is `label`)."""
     smooth: bool = True

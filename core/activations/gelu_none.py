@@ -24,7 +24,7 @@ ACTIVATION = Activation(
     root_windows=GELU_ROOTS, dense_tail=((-38.6, -37.2), (-36.5, -24.5)),
     known_faults=fault_data.load("gelu_none"),
     # presentation
-    color="tab:blue", headline=True,
+    words="exact GELU", color="tab:blue", headline=True,
     # integrations
     builtins={"numpy": TimesX("scipy.stats.norm.cdf"),
               "jax": Call("jax.nn.gelu", kwargs={"approximate": False}),

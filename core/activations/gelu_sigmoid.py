@@ -30,7 +30,7 @@ ACTIVATION = Activation(
     root_windows=GELU_ROOTS, dense_tail=((-420.0, -416.0),),
     known_faults=fault_data.load("gelu_sigmoid"),
     # presentation
-    color="tab:green",
+    words="sigmoid GELU", color="tab:green",
     # integrations: no framework ships the sigmoid form, its builtin is the one-liner users write
     builtins={"numpy": TimesX("scipy.special.expit", formulas.SIGMOID_SCALE),
               "jax": TimesX("jax.nn.sigmoid", formulas.SIGMOID_SCALE),

@@ -45,7 +45,7 @@ ACTIVATION = Activation(
     root_windows=GELU_ROOTS, dense_tail=((-21.6, -20.8),),
     known_faults=fault_data.load("gelu_tanh"),
     # presentation
-    color="tab:orange",
+    words="tanh GELU", color="tab:orange",
     # integrations
     builtins={"numpy": Expression("0.5 * x * (1 + numpy.tanh(sqrt(2/pi) (x + 0.044715 x**3)))",
                                   _numpy_tanh_form),

@@ -20,7 +20,7 @@ ACTIVATION = Activation(
     # parity: relu(-0) = +0 by convention, and the derivative at NaN is the frameworks' mask (0 or 1)
     zero_sign=False, nan_derivative=False,
     # presentation
-    color="tab:red", smooth=False, baseline=True, headline=True,
+    words="ReLU", color="tab:red", smooth=False, baseline=True, headline=True,
     # integrations
     builtins={"numpy": Call("numpy.maximum", args=(0.0,)), "jax": Call("jax.nn.relu"),
               "torch": Call("torch.nn.functional.relu"), "tensorflow": Call("tensorflow.nn.relu")},

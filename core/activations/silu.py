@@ -32,7 +32,7 @@ ACTIVATION = Activation(
     dense_tail=((-716.0, -707.0),),  # sigmoid(x) subnormal in float64 (x < -708.4) while f' is still normal
     known_faults=fault_data.load("silu"),
     # presentation
-    color="tab:purple",
+    words="SiLU", color="tab:purple",
     # integrations
     builtins={"numpy": TimesX("scipy.special.expit"), "jax": Call("jax.nn.silu"),
               "torch": Call("torch.nn.functional.silu"), "tensorflow": Call("tensorflow.nn.silu")},
