@@ -13,11 +13,15 @@ The interface of each tool module:
     only), native(a) (a numpy array as its array), as_numpy(y) -> numpy array or None (None: not its array),
     context() (the context a probe call runs in: torch.no_grad()), float64_note() -> str ("" where float64 is
     computed as asked; else why not); optionally FUNCTION_TYPES (class names of its function objects, which are
-    functions rather than models: jax.jit's PjitFunction).
+    functions rather than models: jax.jit's PjitFunction); NAMESPACES and ALIASES (the names of its framework a
+    `gelulab identify` expression may use, and their short aliases: experiments/identify/expression.py).
   surgery: MODEL_TYPE ("a torch.nn.Module"), owns(model) -> bool, activation_module(obj) -> bool (an activation
     rather than a model), swap(model, choose, layer_for, impl) -> list of (path, was, was_class, now, now_class).
   audit: reads_path(path), reads_object(obj), read(source, options) (api.audit.READERS).
-  model_bench: the models of `gelulab bench --model` (benchmarks.model).
+  model_bench: the models of `gelulab bench --model` (benchmarks.model); EXIT_SCRIPT and EXIT_ARMS (the
+    process-exit script and the arms it is run with, benchmarks.first_call.process_exit); optionally SLOW_COMPILE
+    (its compiler takes minutes: --quick leaves the compiled rows out) and FIRST_CALL_SCRIPT, FIRST_CALL_FRAMEWORK,
+    FIRST_CALL_CACHE, FIRST_CALL_TRANSFORM (the first-call figures, benchmarks.first_call.measure).
 """
 from __future__ import annotations
 

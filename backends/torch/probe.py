@@ -9,6 +9,33 @@ import numpy as np
 MODULES = ("torch", "transformers")
 ARRAY_KIND = "torch tensor"
 
+# The names of torch and transformers that a `gelulab identify` expression may use (experiments/identify/expression.py
+# collects them from every backend's probe module): per namespace `path`, its members by name ("names", checked before
+# anything is imported) and/or by kind ("kind": "function"; "ufunc", a numpy ufunc of that name; "class", a class
+# defined in module "defined_in"), which a refusal calls "described"; "module", the module to import where the path is
+# an attribute of one; "denied", members never accepted. Names the framework lacks fail when evaluated
+# (AttributeError).
+NAMESPACES = (
+    {"path": "torch", "names": ("abs", "add", "clip", "cos", "cosh", "divide", "erf", "erfc", "erfinv", "exp", "exp2",
+                                "expm1", "log", "log1p", "logaddexp", "maximum", "minimum", "multiply", "negative",
+                                "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "sin", "sinh", "softplus",
+                                "sqrt", "square", "subtract", "tanh", "where", "clamp", "div", "mul", "neg", "sub",
+                                "gelu", "selu", "celu", "hardshrink", "logit")},
+    {"path": "torch.special", "names": ("erf", "erfc", "erfcx", "erfinv", "expit", "exp2", "expm1", "log1p",
+                                        "log_ndtr", "logit", "ndtr", "ndtri", "sinc", "softmax", "log_softmax",
+                                        "xlogy")},
+    {"path": "torch.nn.functional", "names": ("celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish",
+                                              "hardtanh", "leaky_relu", "log_softmax", "logsigmoid", "mish", "prelu",
+                                              "relu", "relu6", "rrelu", "selu", "sigmoid", "silu", "softmax",
+                                              "softmin", "softplus", "softshrink", "softsign", "tanh", "tanhshrink",
+                                              "threshold")},
+    {"path": "torch.nn", "kind": "class", "defined_in": "torch.nn.modules.activation",
+     "described": "activation Module classes", "denied": ("MultiheadAttention",)},
+    {"path": "transformers.activations", "kind": "class", "defined_in": "transformers.activations",
+     "described": "classes", "denied": ("ClassInstantier",)},
+)
+ALIASES = {"F": "torch.nn.functional"}  # the short names of its modules an identify expression may use
+
 
 def owner(fn) -> str | None:
     """"torch" for a torch.nn.Module (a layer, a transformers activation), else None."""

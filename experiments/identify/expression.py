@@ -4,7 +4,8 @@ imported or run, that can only name elementwise activation functions and classes
 Accepted:
 
 * a dotted name that is a member of one of the activation namespaces of NAMESPACES (with the aliases tf, np, jnp
-  and F): `torch.nn.functional.gelu`, `torch.nn.GELU`, `jax.nn.gelu`, `tf.nn.gelu`, `keras.activations.gelu`,
+  and F; a framework's namespaces and aliases are its backend's NAMESPACES and ALIASES, backends/<name>/probe.py):
+  `torch.nn.functional.gelu`, `torch.nn.GELU`, `jax.nn.gelu`, `tf.nn.gelu`, `keras.activations.gelu`,
   `keras.layers.Activation`, `transformers.activations.QuickGELUActivation`, `numpy.tanh` (numpy's ufuncs),
   `scipy.special.erf`, `math.erf`, `functools.partial`, `gelulab.gelu`, `gelulab.layers.torch.GELU`; each
   namespace takes either a fixed list of names or the members of one kind (a function, an activation class, a
@@ -22,8 +23,9 @@ anything but such a dotted name (`x.sum`, `'...'.format`, `f(x).y`) or after an 
 (`keras.layers.ReLU.from_config`), and every other construct (comprehensions, f-strings, dicts, `:=`, `*args`,
 `**kwargs`, ...). Names of a fixed list are refused before anything is imported; the members of a kind after
 their namespace's module is imported and before anything is called. Only the namespaces' modules the expression
-names are imported (torch first: importing TensorFlow before torch can break torch's import); every dotted name is
-resolved once, and the expression is evaluated with `{'__builtins__': {}}`, SAFE_BUILTINS and those values only.
+names are imported (in the backends' registry order, torch before TensorFlow: importing TensorFlow before torch
+can break torch's import); every dotted name is resolved once, and the expression is evaluated with
+`{'__builtins__': {}}`, SAFE_BUILTINS and those values only.
 
 The restriction keeps a command line from running code it was not meant to (a script that passes someone else's
 text); the activations themselves can still spend memory and time. `evaluate_python` (`--allow-python`) evaluates
@@ -36,11 +38,12 @@ import builtins
 import importlib
 import importlib.util
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy", "F": "torch.nn.functional"}
-_FIRST = ("torch",)  # imported before any other framework (importing TensorFlow first can break torch's import)
+from gelulab.backends import REGISTRY
+from gelulab.backends.tools import tool, with_tool
+
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in ("abs", "bool", "float", "int", "max", "min", "pow",
                                                              "round")}
 MAX_LENGTH = 1000  # characters of an expression
@@ -49,31 +52,7 @@ MAX_EXPONENT = 16  # the largest literal right operand of ** and << (x ** 3, 2 *
 _STRING_BANNED = "{/\\:"  # format fields, paths and URLs
 FLAG = "--allow-python"
 
-# elementwise math, by namespace (names a framework lacks fail when evaluated, as AttributeError)
-_MATH = ("abs", "add", "clip", "cos", "cosh", "divide", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "log",
-         "log1p", "logaddexp", "maximum", "minimum", "multiply", "negative", "pow", "reciprocal", "relu", "rsqrt",
-         "sigmoid", "sign", "sin", "sinh", "softplus", "sqrt", "square", "subtract", "tanh", "where")
-_TORCH = (*_MATH, "clamp", "div", "mul", "neg", "sub", "gelu", "selu", "celu", "hardshrink", "logit")
-_TORCH_SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "expit", "exp2", "expm1", "log1p", "log_ndtr", "logit", "ndtr",
-                  "ndtri", "sinc", "softmax", "log_softmax", "xlogy")
-_TORCH_FUNCTIONAL = ("celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
-                     "leaky_relu", "log_softmax", "logsigmoid", "mish", "prelu", "relu", "relu6", "rrelu", "selu",
-                     "sigmoid", "silu", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh",
-                     "tanhshrink", "threshold")
-_JAX_LAX = ("abs", "add", "div", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "integer_pow", "log", "log1p",
-            "logistic", "max", "min", "mul", "neg", "pow", "rsqrt", "select", "sign", "sqrt", "square", "sub",
-            "tanh")
-_TF_NN = ("crelu", "elu", "gelu", "leaky_relu", "log_softmax", "relu", "relu6", "selu", "sigmoid", "silu",
-          "softmax", "softplus", "softsign", "swish", "tanh")
-_TF_MATH = (*_MATH, "erfcinv", "log_sigmoid", "ndtri", "softsign")
-_TF = ("abs", "add", "clip_by_value", "cos", "exp", "maximum", "minimum", "multiply", "negative", "pow", "sigmoid",
-       "sign", "sin", "sqrt", "square", "subtract", "tanh", "where")
-_KERAS_LAYERS = ("Activation", "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax")
-_FLAX_LINEN = ("celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "leaky_relu",
-               "log_sigmoid", "log_softmax", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax",
-               "softplus", "swish", "tanh")
-_NUMPY = ("where", "clip")
-_GELULAB = ("gelu", "relu", "silu", "apply", "activation")
+_GELULAB = ("gelu", "relu", "silu", "apply", "activation")  # gelulab's own functions an expression may name
 
 
 def _function(name: str, value) -> bool:
@@ -108,35 +87,31 @@ class Namespace:
         return self.module or self.path
 
 
+def _from_record(spec: dict) -> Namespace:
+    """A Namespace from one entry of a backend's probe.NAMESPACES (kind "function", "ufunc" or "class" defined in
+    spec["defined_in"])."""
+    kind = {"function": lambda: _function, "ufunc": lambda: _numpy_ufunc,
+            "class": lambda: _defined_in(spec["defined_in"]), None: lambda: None}[spec.get("kind")]()
+    return Namespace(spec["path"], tuple(spec.get("names", ())), kind, spec.get("described", ""),
+                     spec.get("module", ""), tuple(spec.get("denied", ())))
+
+
+_PROBES = tuple(tool(name, "probe") for name in with_tool("probe"))  # the backends' probe modules, registry order
+ALIASES = {alias: path for probe in _PROBES for alias, path in probe.ALIASES.items()}
+# the rank of a top-level module in the order of imports: its backend's place in the registry (torch before
+# TensorFlow), then every other module
+_RANK = {root: i for i, probe in enumerate(_PROBES) for root in probe.MODULES}
 NAMESPACES = (
-    Namespace("torch", _TORCH),
-    Namespace("torch.special", _TORCH_SPECIAL),
-    Namespace("torch.nn.functional", _TORCH_FUNCTIONAL),
-    Namespace("torch.nn", kind=_defined_in("torch.nn.modules.activation"), described="activation Module classes",
-              denied=("MultiheadAttention",)),
-    Namespace("jax.nn", kind=_function, described="functions"),
-    Namespace("jax.numpy", _NUMPY, kind=_numpy_ufunc, described="numpy's ufuncs"),
-    Namespace("jax.scipy.special", kind=_function, described="functions"),
-    Namespace("jax.lax", _JAX_LAX),
-    Namespace("flax.linen", _FLAX_LINEN),
-    Namespace("tensorflow.nn", _TF_NN),
-    Namespace("tensorflow.math", _TF_MATH),
-    Namespace("tensorflow", _TF),
-    Namespace("keras.activations", kind=_function, described="functions",
-              denied=("get", "serialize", "deserialize")),
-    Namespace("keras.layers", _KERAS_LAYERS),
-    Namespace("transformers.activations", kind=_defined_in("transformers.activations"), described="classes",
-              denied=("ClassInstantier",)),
-    Namespace("numpy", _NUMPY, kind=_numpy_ufunc, described="ufuncs"),
-    Namespace("scipy.special", kind=_function, described="functions"),
-    Namespace("scipy.stats.norm", ("cdf", "logcdf", "pdf", "sf"), module="scipy.stats"),
+    *(_from_record(spec) for probe in _PROBES for spec in probe.NAMESPACES),
     Namespace("math", kind=_function, described="functions"),
     Namespace("functools", ("partial",)),
     Namespace("gelulab", _GELULAB),
     *(Namespace(f"gelulab.layers.{fw}", kind=_defined_in(f"gelulab.layers.{fw}"), described="classes")
-      for fw in ("torch", "keras", "flax")),
+      for fw in (record.layers for record in REGISTRY.values() if record.layers)),
 )
 _BY_PATH = {ns.path: ns for ns in NAMESPACES}
+_NAMED = [r for r in dict.fromkeys(ns.path.split(".")[0] for ns in NAMESPACES) if r != "functools"]
+_LISTED = f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}, aliases {', '.join(ALIASES)}"  # what a refusal lists
 _ROOTS = {ns.path.split(".")[0] for ns in NAMESPACES} | set(ALIASES)
 _MEMBER = "__gelulab_member_{}__"  # the names the resolved dotted names get (user names cannot start with "_")
 _CONSTRUCTS = {
@@ -174,8 +149,7 @@ def evaluate(expression: str):
     except (RecursionError, MemoryError) as e:
         raise ValueError(f"{_short(expression)}: expression too deeply nested") from e
     namespace = {"__builtins__": {}, **SAFE_BUILTINS}
-    for (ns, member), index in sorted(chains.items(), key=lambda c: (c[0][0].path.split(".")[0] not in _FIRST,
-                                                                     c[1])):
+    for (ns, member), index in sorted(chains.items(), key=lambda c: (_rank(c[0][0].path), c[1])):
         namespace[_MEMBER.format(index)] = _member(ns, member, expression)  # every member before any call
     return _callable(expression, lambda: eval(code, namespace))  # only the resolved members, no builtins
 
@@ -197,7 +171,7 @@ def evaluate_python(expression: str):
             node = node.value
         if isinstance(node, ast.Name):
             names.add(".".join([node.id, *reversed(parts)]))
-    for name in sorted(names, key=lambda n: (ALIASES.get(n.split(".")[0], n).split(".")[0] not in _FIRST, n)):
+    for name in sorted(names, key=lambda n: (_rank(ALIASES.get(n.split(".")[0], n)), n)):
         root = name.split(".")[0]
         target = ALIASES.get(root, root)
         if root not in namespace and _importable(target):
@@ -210,6 +184,12 @@ def evaluate_python(expression: str):
                 importlib.import_module(sub)
     code = compile(tree, "<identify>", "eval")
     return _callable(expression, lambda: eval(code, namespace))  # the user asked for Python
+
+
+def _rank(path: str) -> int:
+    """Where a dotted name's module comes in the order of imports: its backend's place in the registry (torch
+    before TensorFlow), every other module after them."""
+    return _RANK.get(path.split(".")[0], len(_PROBES))
 
 
 def _short(expression: str) -> str:
@@ -243,8 +223,7 @@ def _public_name(cls: type) -> str:
 
 def _refuse(expression: str, what: str) -> Refused:
     return Refused(f"{expression!r}: {what} is not accepted in an identify expression (the activation functions "
-                   "and classes of torch, jax, tensorflow, keras, flax, transformers, numpy, scipy, math and "
-                   "gelulab, aliases tf, np, jnp, F; calls with literal keyword values; functools.partial; lambda "
+                   f"and classes of {_LISTED}; calls with literal keyword values; functools.partial; lambda "
                    f"over them); {FLAG} evaluates it as Python, which runs arbitrary code")
 
 
