@@ -35,6 +35,7 @@ import numpy as np
 
 from gelulab.api import probe as P
 from gelulab.backends import READER_FOLDERS, REGISTRY
+from gelulab.backends.onnx import audit as onnx_audit
 from gelulab.backends.tools import tool, with_tool
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.core.contracts.audit import (
@@ -357,7 +358,7 @@ READERS = {
     **{name: f"gelulab.backends.{name}.audit" for name in with_tool("audit")},  # the backends' `audit` tool modules
     **{name: f"gelulab.backends.{name}.audit" for name in READER_FOLDERS},  # readers of a runtime's files (onnx)
 }
-ORT_LEVELS = ("disable", "basic", "extended", "all")
+ORT_LEVELS = onnx_audit.ORT_LEVELS  # onnxruntime's graph optimization levels (the onnx reader's names)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,9 @@ CONTRIB = {"Gelu": (), "FastGelu": (1,), "BiasGelu": (1,), "QuickGelu": ()}
 FUSED_WITH_ACTIVATION = ("FusedGemm",)
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
           "all": "ORT_ENABLE_ALL"}
+# the names of onnxruntime's graph optimization levels, least to most (api.audit.Options.ort_level, identify's
+# --ort-level)
+ORT_LEVELS = tuple(LEVELS)
 _MS = "com.microsoft"
 # ops computing a whole activation: a site of their own, never merged with the ops around them
 WHOLE = frozenset(["Gelu", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "ThresholdedRelu"])

@@ -45,10 +45,10 @@ import argparse
 import json
 from pathlib import Path
 
+from gelulab.backends.onnx.audit import ORT_LEVELS
 from gelulab.backends.tools import with_tool
 from gelulab.experiments.identify import expression as identify_expression
 
-ORT_LEVELS = ("disable", "basic", "extended", "all")  # api.audit.ORT_LEVELS
 # suffixes that name a model file: a missing one is "no such file", not an expression
 MODEL_SUFFIXES = (".onnx", ".pt2", ".bin", ".pt", ".pth", ".keras", ".tflite", ".h5", ".safetensors", ".npy")
 
