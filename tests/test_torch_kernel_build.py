@@ -183,3 +183,34 @@ print(json.dumps({"loaded": k0._ready.get("cpu") is not None, "children": len(TK
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"loaded": True, "children": 0, "ulp": out["ulp"], "threads": ["MainThread"], "d_ulp": out["d_ulp"]}
     assert out["ulp"] <= 1 and out["d_ulp"] <= 1, out
+
+
+@pytest.mark.compile
+@pytest.mark.subprocess
+def test_a_process_that_loaded_kernels_leaves_no_extracted_package_behind(tmp_path):
+    """Loading a kernel's package extracts it into a folder of the temporary directory (aotinductor_XXXXXX); a
+    process that loaded two kernels (value and f' of gelu_none) removes both folders when it ends normally. The
+    packages come from the suite's kernel folder (built there by earlier tests or `gelulab warmup`; built here
+    otherwise, GELULAB_KERNEL_COMPILE=wait), the temporary directory is the test's own (TMPDIR)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cache = os.path.join(CACHE, "torch-kernels") if CACHE else str(tmp_path / "kernels")
+    code = """
+import json, os, torch
+from gelulab.layers.torch import GELU
+from gelulab.backends.torch import kernels as TK
+x = torch.linspace(-4.0, 4.0, 1000)
+y = GELU(impl="kernel")(x)
+with torch.inference_mode():
+    d = TK._kernels("gelu_none")[1](x)
+loaded = [k._ready.get("cpu") is not None for k in TK._kernels("gelu_none")[:2]]
+print(json.dumps({"loaded": loaded, "tmp": sorted(os.listdir(os.environ["TMPDIR"]))}))
+"""
+    r = _run(code, _env(tmp_path, GELULAB_KERNEL_CACHE=cache, TMPDIR=str(tmp), GELULAB_KERNEL_COMPILE="wait"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == [True, True], out
+    during = [n for n in out["tmp"] if n.startswith("aotinductor_")]
+    assert len(during) == 2, f"expected one extracted package per loaded kernel while it ran: {out['tmp']}"
+    left = sorted(n for n in os.listdir(tmp) if n.startswith("aotinductor_"))
+    assert left == [], f"left behind in TMPDIR after a normal exit: {left}"

@@ -325,7 +325,8 @@ def _package_path(key: str, orders: tuple, device: torch.device) -> str:
 def _load(path: str, device: torch.device):
     """The loop of the package at `path` as a function of a 1-D float32 tensor (a tensor, or a tuple for several
     orders), or None where there is none. A dlopen of its shared object: no dynamo, no tracing, no compiler
-    (measured 1.4 ms). A package that cannot be loaded (cut short, another build's) is removed."""
+    (measured 1.4 ms). A package that cannot be loaded (cut short, another build's) is removed. The folder the
+    loader extracts the package into (in the temporary directory) is removed at exit (_release_loaders)."""
     if not os.path.exists(path):
         return None
     try:
@@ -335,12 +336,37 @@ def _load(path: str, device: torch.device):
         with contextlib.suppress(OSError):
             os.remove(path)
         return None
+    box = [runner]  # the only reference to the loader: emptied at exit (_release_loaders)
+    del runner
+    with _loaders_lock:
+        if not _loaders:
+            atexit.register(_release_loaders)
+        _loaders.append(box)
 
     def loop(flat):
+        runner = box[0] if box else None
+        if runner is None:
+            raise RuntimeError("gelulab: the float32 kernel's loop was released at interpreter exit")
         out = runner.boxed_run([flat])
         return tuple(out) if len(out) > 1 else out[0]
 
     return loop
+
+
+# The loaded packages' loaders, each in a list of one that only its loop reads. A loader extracts its package into
+# a folder of its own in the temporary directory (aotinductor_XXXXXX, about 1.7 MB) and removes it in its
+# destructor, which interpreter shutdown never runs for these: _release_loaders, at exit, drops them.
+_loaders: list[list] = []
+_loaders_lock = threading.Lock()
+
+
+def _release_loaders() -> None:
+    """At exit (atexit, registered by the first _load): drop every loader, so each destructor removes the folder its
+    package was extracted into. A call running in another thread keeps its loader until it returns; a later call
+    raises RuntimeError. Independent of _kill_children (either may run first): the builds write only the cache."""
+    with _loaders_lock:
+        for box in _loaders:
+            box.clear()
 
 
 _children = []  # the build processes this process started (killed at exit)
