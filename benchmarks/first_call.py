@@ -1,5 +1,7 @@
 """What a torch user feels of gelulab's default GELU layer: the first call in a fresh process, a new shape, a call
-after a torch.func transform, and the steady state, beside torch.nn.GELU, measured side by side in one run.
+after a torch.func transform, and the steady state, beside torch.nn.GELU, measured side by side in one run. The
+scripts of the fresh processes are the backends' (backends/<name>/model_bench.py: FIRST_CALL_SCRIPT, where a
+backend has first-call figures, torch's; EXIT_SCRIPT for the process exit); this module runs them and tabulates.
 
     python -m gelulab.benchmarks.first_call [--size 8,128,1536] [--new-size 4,64,1536] [--repeats 3]
     (also part of `gelulab bench --model`, benchmarks/model.py)
@@ -35,80 +37,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-_CHILD = r"""
-import json, shutil, sys, time
-args = json.loads(sys.argv[1])
-t0 = time.perf_counter()
-import torch
-torch.set_num_threads(args["threads"])
-import gelulab.layers.torch as L
-out = {"import_s": time.perf_counter() - t0, "threads": torch.get_num_threads(),
-       "compiler_found": [c for c in ("g++", "gcc", "c++", "cc", "clang++", "clang") if shutil.which(c)]}
-g = torch.Generator().manual_seed(0)
-x = torch.randn(args["shape"], generator=g)
-new = torch.randn(args["new_shape"], generator=g)
-builtin, layer = torch.nn.GELU(), L.GELU()
-out["default_impl"] = layer.impl
-kernel = L.GELU(impl="kernel") if args.get("kernel") else None
-def once(fn, a):
-    t = time.perf_counter(); fn(a); return time.perf_counter() - t
-def median(fn, a, r):
-    return sorted(once(fn, a) for _ in range(r))[r // 2]
-if args["what"] == "first":
-    out["builtin_first_s"] = once(builtin, x)
-    out["first_s"] = once(layer, x)
-    out["second_s"] = once(layer, x)
-    out["builtin_new_shape_first_s"] = once(builtin, new)
-    out["new_shape_first_s"] = once(layer, new)
-    if kernel is not None:
-        out["kernel_first_s"] = once(kernel, x)
-        out["kernel_new_shape_first_s"] = once(kernel, new)
-else:  # steady
-    start = time.perf_counter()
-    out["settled_by"] = "time limit" if args["settle_s"] > 0 else "no wait"
-    try:  # gelulab's build of the compiled loop, where this version has one: wait for it to end
-        from gelulab.backends.torch import kernels as TK
-        objects = [k for k in TK._kernels("gelu_none") if hasattr(k, "_builds")]
-    except Exception:
-        objects = []
-    waited = kernel or layer
-    if kernel is None:  # the default layer: nothing of gelulab's to build
-        objects, limit = [], 0.0
-    else:
-        limit = args["settle_s"] if objects else min(args["settle_s"], 10.0)  # no build to wait for: 10 s of calls
-    while time.perf_counter() - start < limit:
-        waited(x)
-        builds = [p for k in objects for p in getattr(k, "_builds", {}).values()]  # the child processes building
-        if builds:
-            import subprocess
-            for p in builds:
-                try:
-                    p.wait(max(0.0, limit - (time.perf_counter() - start)))
-                except subprocess.TimeoutExpired:
-                    pass
-            out["settled_by"] = "build ended" if all(p.poll() is not None for p in builds) else "time limit"
-            waited(x)  # the call that loads the built loop
-            break
-        if any(v is not None for k in objects for v in k._ready.values()):  # loaded from the cache at first call
-            out["settled_by"] = "loaded"
-            break
-    out["settle_s"] = time.perf_counter() - start
-    layer(x)
-    builtin(x)
-    r = args["calls"]
-    out["builtin_s"] = median(builtin, x, r)
-    out["default_s"] = median(layer, x, r)
-    out["builtin_new_shape_first_s"] = once(builtin, new)
-    out["new_shape_first_s"] = once(layer, new)
-    if kernel is not None:
-        kernel(x)
-        out["kernel_s"] = median(kernel, x, r)
-        out["kernel_new_shape_first_s"] = once(kernel, new)
-    before = median(waited, x, r)
-    torch.func.vmap(waited)(x[:2])
-    out["before_vmap_s"], out["after_vmap_s"] = before, median(waited, x, r)
-print(json.dumps(out))
-"""
+from gelulab.backends.tools import tool, with_tool
+
+TOOL = "model_bench"  # the backend module holding the scripts (backends/<name>/model_bench.py)
+
+
+def first_call_backends() -> tuple[str, ...]:
+    """The backends whose model_bench module has first-call figures (FIRST_CALL_SCRIPT), in the registry's order;
+    imports no framework."""
+    return tuple(b for b in with_tool(TOOL) if hasattr(tool(b, TOOL), "FIRST_CALL_SCRIPT"))
 
 # Names of C and C++ compilers hidden from PATH in the no-compiler scenario (gcc-12, x86_64-linux-gnu-g++, cc, ...)
 COMPILER = re.compile(r"gcc|g\+\+|clang|^(cc|c\+\+|cpp|c89|c99|icc|icpc|icx|icpx)(-[\d.]+)?$|-(cc|c\+\+|cpp)(-[\d.]+)?$")
@@ -131,13 +68,14 @@ def no_compiler_path(folder: str | Path, path: str | None = None) -> str:
     return str(folder)
 
 
-def _child(what: str, env: dict, **args) -> dict:
-    """Run _CHILD in a fresh interpreter with os.environ updated by `env` (None values removed); returns its JSON.
+def _child(backend: str, what: str, env: dict, **args) -> dict:
+    """Run `backend`'s FIRST_CALL_SCRIPT in a fresh interpreter with os.environ updated by `env` (None values removed); returns its JSON.
     Raises RuntimeError with the child's last error line when it fails."""
     full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
     for k in [k for k, v in env.items() if v is None]:
         full.pop(k, None)
-    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps({"what": what, **args})], env=full,
+    script = tool(backend, TOOL).FIRST_CALL_SCRIPT
+    r = subprocess.run([sys.executable, "-c", script, json.dumps({"what": what, **args})], env=full,
                        capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     if r.returncode != 0:
         tail = r.stderr.strip().splitlines()[-1:] or [f"exit code {r.returncode}"]
@@ -146,18 +84,23 @@ def _child(what: str, env: dict, **args) -> dict:
 
 
 def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: float = 300.0, calls: int = 9,
-            progress=None, kernel: bool = True) -> dict:
+            progress=None, kernel: bool = True, backend: str | None = None) -> dict:
     """Every figure of the module docstring.
 
     shape: the input shape of the first calls (float32 N(0, 1)); new_shapes: two other shapes, the first for the
     new-shape call of the first-call processes, the second for the steady-state process; repeats: fresh processes
     per scenario (medians); threads: torch threads in the children; settle_s: at most this long the steady-state
     process calls the layer waiting for its compiled loop (0: no wait); calls: plain calls per median there;
-    progress: called with a short description before each child process; kernel: also time GELU(impl="kernel").
-    Returns {"scenarios": {name: {"env": what was changed, "runs": [child JSON], "median": {figure: s}}},
+    progress: called with a short description before each child process; kernel: also time GELU(impl="kernel");
+    backend: whose FIRST_CALL_SCRIPT runs (default: the first of first_call_backends()). Returns {"backend", "framework" (the framework's
+    layer the rows are timed against), "transform", "scenarios": {name: {"env": what was changed, "runs": [child JSON], "median": {figure: s}}},
     "steady": child JSON, "shape", "new_shapes", "repeats"}. Raises RuntimeError if a child process fails.
     """
-    result = {"shape": list(shape), "new_shapes": [list(s) for s in new_shapes], "repeats": repeats,
+    backend = backend or first_call_backends()[0]
+    mod = tool(backend, TOOL)
+    cache_env = mod.FIRST_CALL_CACHE
+    result = {"backend": backend, "framework": mod.FIRST_CALL_FRAMEWORK, "transform": mod.FIRST_CALL_TRANSFORM,
+              "shape": list(shape), "new_shapes": [list(s) for s in new_shapes], "repeats": repeats,
               "kernel": bool(kernel), "scenarios": {}}
     base = {"GELULAB_KERNEL_COMPILE": None}  # the user's default, whatever the parent runs under
     common = {"shape": list(shape), "new_shape": list(new_shapes[0]), "threads": threads, "kernel": bool(kernel)}
@@ -172,7 +115,7 @@ def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: flo
                 if progress:
                     progress(f"first call, {name} ({i + 1}/{repeats})")
                 with tempfile.TemporaryDirectory(prefix="gelulab-inductor-") as cache:
-                    runs.append(_child("first", {**base, **env, "TORCHINDUCTOR_CACHE_DIR": cache,
+                    runs.append(_child(backend, "first", {**base, **env, cache_env: cache,
                                                  "GELULAB_KERNEL_CACHE": os.path.join(cache, "gelulab")}, **common))
             shown = {k: ("<no compiler>" if k == "PATH" else v) for k, v in env.items()}
             result["scenarios"][name] = {
@@ -182,14 +125,15 @@ def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: flo
     if progress:
         progress("steady state")
     with tempfile.TemporaryDirectory(prefix="gelulab-inductor-") as cache:
-        result["steady"] = _child("steady", {**base, "TORCHINDUCTOR_CACHE_DIR": cache},
+        result["steady"] = _child(backend, "steady", {**base, cache_env: cache},
                                   **{**common, "new_shape": list(new_shapes[1])}, settle_s=settle_s, calls=calls)
     return result
 
 
 def rows(result: dict) -> list[dict]:
     """The table rows of a `measure` result: {"case", "gelulab_s" (the default layer), "kernel_s" (None without
-    kernel), "builtin_s", "ratio" (default ÷ torch.nn.GELU, or after ÷ before for the vmap row),
+    kernel), "builtin_s", "ratio" (default ÷ the framework's layer, e.g. torch.nn.GELU, or after ÷ before for the
+    transform's row),
     "kernel_ratio"}; times in seconds."""
     shape = "×".join(map(str, result["shape"]))
     new1, new2 = ("×".join(map(str, s)) for s in result["new_shapes"])
@@ -210,7 +154,7 @@ def rows(result: dict) -> list[dict]:
                    st["builtin_new_shape_first_s"], st.get("kernel_new_shape_first_s")))
     out.append(row(f"warm: plain call ({shape})", st["default_s"], st["builtin_s"], st.get("kernel_s")))
     which = "GELU(impl='kernel')" if result.get("kernel") else "GELU()"
-    out.append({"case": f"warm: plain call of {which} after one torch.func.vmap ÷ before it",
+    out.append({"case": f"warm: plain call of {which} after one {result['transform']} ÷ before it",
                 "gelulab_s": st["after_vmap_s"], "builtin_s": None, "ratio": st["after_vmap_s"] / st["before_vmap_s"],
                 "kernel_s": None, "kernel_ratio": None})
     return out
@@ -218,12 +162,14 @@ def rows(result: dict) -> list[dict]:
 
 def markdown(result: dict) -> str:
     """The rows as a Markdown table (seconds to 3 significant digits, ratios to 2 decimals): the default layer
-    (its impl in the header), the kernel when measured, torch.nn.GELU, and the ratios to it."""
+    (its impl in the header), the kernel when measured, the framework's layer (torch.nn.GELU), and the ratios to
+    it."""
     kernel = bool(result.get("kernel"))
     default = f"gelulab GELU() default ({result.get('default_impl') or '?'}) (s)"
-    head = ["torch layer", default] + (["GELU(impl='kernel') (s)"] if kernel else []) + ["torch.nn.GELU() (s)",
-                                                                                        "default ÷ torch"]
-    head += ["kernel ÷ torch"] if kernel else []
+    backend, framework = result["backend"], result["framework"]
+    head = [f"{backend} layer", default] + (["GELU(impl='kernel') (s)"] if kernel else []) + [
+        f"{framework} (s)", f"default ÷ {backend}"]
+    head += [f"kernel ÷ {backend}"] if kernel else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows(result):
         builtin = "" if r["builtin_s"] is None else f"{r['builtin_s']:.3g}"
@@ -237,82 +183,8 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-# A user's script, run as a fresh process: set threads, build a small model with gelulab's default layer (arm
-# "default"), the framework's own ("framework") or gelulab's kernel ("kernel"), run a few training steps, and print
-# the monotonic clock (system-wide on Linux, so comparable with the parent's) as its last line.
-_EXIT_CHILD = {
-    "torch": r"""
-import json, sys, time
-args = json.loads(sys.argv[1])
-import torch
-torch.set_num_threads(args["threads"])
-import gelulab.layers.torch as L
-act = {"default": lambda: L.GELU(), "framework": torch.nn.GELU, "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]()
-model = torch.nn.Sequential(torch.nn.Linear(64, 256), act, torch.nn.Linear(256, 64))
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-x = torch.randn(64, 64)
-for _ in range(args["steps"]):
-    opt.zero_grad()
-    loss = model(x).square().mean()
-    loss.backward()
-    opt.step()
-print(json.dumps({"loss": float(loss.detach()), "impl": getattr(act, "impl", "framework"), "t": time.monotonic()}), flush=True)
-""",
-    "tensorflow": r"""
-import json, os, sys, time
-args = json.loads(sys.argv[1])
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
-tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
-import keras
-import gelulab.layers.keras as L
-act = {"default": lambda: L.GELU(), "framework": lambda: "gelu", "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]
-model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation=act()), keras.layers.Dense(64)])
-opt = keras.optimizers.Adam(1e-3)
-x = tf.random.normal((64, 64))
-for _ in range(args["steps"]):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(model(x, training=True)))
-    opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
-""",
-    "jax": r"""
-import json, os, sys, time
-args = json.loads(sys.argv[1])
-if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
-                               f"intra_op_parallelism_threads={args['threads']}")
-import jax, jax.numpy as jnp, optax
-import flax.linen as nn
-import gelulab.layers.flax as L
-arm = args["arm"]
-class MLP(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        h = nn.Dense(256)(x)
-        h = jax.nn.gelu(h, approximate=False) if arm == "framework" else (L.GELU() if arm == "default" else L.GELU(impl="kernel"))(h)
-        return nn.Dense(64)(h)
-model = MLP()
-x = jax.random.normal(jax.random.key(0), (64, 64))
-params = model.init(jax.random.key(1), x)
-tx = optax.adam(1e-3)
-state = tx.init(params)
-@jax.jit
-def step(p, s):
-    loss, g = jax.value_and_grad(lambda q: jnp.mean(jnp.square(model.apply(q, x))))(p)
-    u, s = tx.update(g, s, p)
-    return optax.apply_updates(p, u), s, loss
-for _ in range(args["steps"]):
-    params, state, loss = step(params, state)
-print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
-""",
-}
-EXIT_ARMS = ("default", "framework", "kernel")
-
-
 def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: dict | None = None) -> dict:
-    """One fresh process of _EXIT_CHILD[framework] with `arm`: {"exit_s": seconds from its last line (the
+    """One fresh process of backend `framework`'s EXIT_SCRIPT (backends/<name>/model_bench.py) with `arm`: {"exit_s": seconds from its last line (the
     timestamp it prints) to the parent's wait() returning, "total_s": the whole process, "returncode", the child's
     JSON}. The child runs under the user's default GELULAB_KERNEL_COMPILE (the variable unset), `env` added. Raises RuntimeError (the child's last error line) when it fails or prints no timestamp."""
     import time
@@ -321,7 +193,7 @@ def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: d
     full.pop("GELULAB_KERNEL_COMPILE", None)  # the user's default, whatever the parent runs under
     with tempfile.TemporaryFile(mode="w+") as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", _EXIT_CHILD[framework],
+        proc = subprocess.Popen([sys.executable, "-c", tool(framework, TOOL).EXIT_SCRIPT,
                                  json.dumps({"arm": arm, "threads": threads, "steps": steps})],
                                 stdout=subprocess.PIPE, stderr=err, env=full, text=True)
         last = None
@@ -343,7 +215,7 @@ def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: d
 
 def process_exit(frameworks, arms=("default", "framework"), repeats: int = 3, threads: int = 1, steps: int = 5,
                  progress=None) -> dict:
-    """exit_once for each framework ("torch", "tensorflow", "jax") and arm, `repeats` fresh processes each, under
+    """exit_once for each framework (a backend with a model_bench module: with_tool("model_bench")) and arm, `repeats` fresh processes each, under
     the user's default GELULAB_KERNEL_COMPILE (unset). Returns {"rows": [{"framework", "arm", "runs":
     [exit_s...], "median_s", "max_s", "total_s" (median)}], "repeats", "steps", "threads"}; a failed child gives a
     row with "error" instead of the figures."""
@@ -389,7 +261,7 @@ def main(argv=None) -> int:
         return 2
     result = measure(shape, [new, [max(1, new[0] // 2), *new[1:]]], a.repeats,
                      progress=lambda what: print(f"… {what}", file=sys.stderr))
-    print(f"torch, exact GELU, GELU() (default: {result.get('default_impl')}) and GELU(impl='kernel'), float32 "
+    print(f"{result['backend']}, exact GELU, GELU() (default: {result.get('default_impl')}) and GELU(impl='kernel'), float32 "
           f"N(0, 1), 1 thread, median of {a.repeats} fresh processes per first-call row\n")
     print(markdown(result))
     return 0

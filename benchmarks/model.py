@@ -139,7 +139,8 @@ def _backends(given) -> tuple:
 
 def options(args) -> dict:
     """The run's settings from parsed `gelulab bench` arguments: {"backends", "impls" (builtin always first),
-    "modes", "parts" (--subject), "sizes", "timer", "quick", "torch_compiled"}. Raises ValueError for a grid
+    "modes", "parts" (--subject), "sizes", "timer", "quick", "slow_compiled" (whether the models whose compiler
+    takes minutes, SLOW_COMPILE in their module, run compiled)}. Raises ValueError for a grid
     filter that does not apply to --model, an unknown value, or a bad --min-run-s."""
     for axis in NOT_HERE:
         if getattr(args, axis, None):
@@ -156,7 +157,7 @@ def options(args) -> dict:
     return {"backends": _backends(args.backend), "impls": ("builtin",) + tuple(i for i in impls if i != "builtin"),
             "modes": _values("mode", args.mode, MODES),
             "parts": _values("subject", getattr(args, "subject", None), PARTS), "sizes": QUICK if args.quick else FULL, "timer": timer,
-            "quick": bool(args.quick), "torch_compiled": not args.quick or bool(args.mode)}
+            "quick": bool(args.quick), "slow_compiled": not args.quick or bool(args.mode)}
 
 
 def subject(backend: str):
@@ -198,8 +199,8 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     (its label), first_step and run_calls' fields, seconds per call), "models" (what each model is),
     "threads_in_effect", "default_impl" (per framework), "backends" (the Backend objects, for
     core.plumbing.report.environment), "skipped" ({"what", "reason"}), "overhead" (overhead(), per framework),
-    "process_exit" (first_call.process_exit), then "first_call" (first_call.measure) when torch is selected; each
-    part only where opts["parts"] names it. checkpoint(): called after each group. Returns `result`."""
+    "process_exit" (first_call.process_exit), then "first_call" (first_call.measure) when a selected backend's
+    module has first-call figures (FIRST_CALL_SCRIPT: torch's); each part only where opts["parts"] names it. checkpoint(): called after each group. Returns `result`."""
     from gelulab.backends import BackendUnavailable, get_backend
 
     sizes, timer, parts = opts["sizes"], opts["timer"], opts.get("parts", PARTS)
@@ -208,7 +209,7 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     for name in opts["backends"]:
         mod = subject(name)
         chosen = [m for m in models(mod) if getattr(m, "KEY", "") in parts]
-        if not chosen and "overhead" not in parts and not (name == "torch" and "first-call" in parts) \
+        if not chosen and "overhead" not in parts and not (hasattr(mod, "FIRST_CALL_SCRIPT") and "first-call" in parts) \
                 and "exit" not in parts:
             continue
         why = mod.unavailable()  # missing packages; imports nothing
@@ -233,9 +234,9 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
             arms = [i for i in opts["impls"] if i in m.ARMS]
             for direction in m.DIRECTIONS:
                 for mode in opts["modes"]:
-                    if mode == "compiled" and name == "torch" and not opts["torch_compiled"]:
+                    if mode == "compiled" and getattr(mod, "SLOW_COMPILE", False) and not opts["slow_compiled"]:
                         result["skipped"].append({"what": f"{m.MODEL} {direction} compiled",
-                                                  "reason": "--quick leaves out torch.compile (minutes); add --mode "
+                                                  "reason": f"--quick leaves out {m.COMPILER} (minutes); add --mode "
                                                             "compiled to include it"})
                         continue
                     progress(f"… {m.MODEL} {direction}, {mode}")
@@ -262,23 +263,24 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
                 checkpoint()
     ran = [b for b in SUBJECTS if b in result["threads_in_effect"]]
     if "exit" in parts and ran:
-        arms = ("default",) if opts["quick"] else ("default", "framework")
         result["process_exit"] = {"repeats": sizes.exit_repeats, "steps": sizes.exit_steps,
                                   "threads": config.threads(), "rows": []}
-        for name in ran:
-            extra = ("kernel",) if name == "torch" and "kernel" in opts["impls"] and not opts["quick"] else ()
-            got = first_call.process_exit([name], arms + extra, sizes.exit_repeats, config.threads(),
+        for name in ran:  # --quick: the default arm; else each arm of the module's EXIT_ARMS that --impl allows
+            arms = ("default",) if opts["quick"] else tuple(
+                a for a in subject(name).EXIT_ARMS if a in ("default", "framework") or a in opts["impls"])
+            got = first_call.process_exit([name], arms, sizes.exit_repeats, config.threads(),
                                           sizes.exit_steps, progress=lambda what: progress(f"… {what}"))
             for row in got["rows"]:
                 row["impl"] = result["default_impl"][name] if row["arm"] == "default" else row["arm"]
             result["process_exit"]["rows"] += got["rows"]
         if checkpoint:
             checkpoint()
-    if "first-call" in parts and "torch" in opts["backends"] and "torch" in result["threads_in_effect"]:
+    first = [b for b in first_call.first_call_backends() if b in opts["backends"] and b in result["threads_in_effect"]]
+    if "first-call" in parts and first:
         result["first_call"] = first_call.measure(
             sizes.first_shape, sizes.new_shapes, sizes.repeats, threads=config.threads(), settle_s=sizes.settle_s,
-            calls=sizes.calls, progress=lambda what: progress(f"… torch layer: {what}"),
-            kernel="kernel" in opts["impls"])
+            calls=sizes.calls, progress=lambda what: progress(f"… {first[0]} layer: {what}"),
+            kernel="kernel" in opts["impls"], backend=first[0])
     return result
 
 

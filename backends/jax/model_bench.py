@@ -131,3 +131,40 @@ def overhead_builders(layer, size: int = 1024):
     x = jnp.asarray(np.random.default_rng(0).standard_normal(size).astype(np.float32))
     ours, theirs = layer(None), Plain()
     return (lambda: ((lambda: ours.apply({}, x)), None)), (lambda: ((lambda: theirs.apply({}, x)), None))
+
+
+# The process-exit script of `gelulab bench --model` (benchmarks.first_call.exit_once), run as a fresh process with
+# its JSON arguments {"arm", "threads", "steps"}: set threads, build a small model with gelulab's default layer (arm
+# "default"), the framework's own ("framework") or gelulab's kernel ("kernel"), run a few training steps, and print
+# the monotonic clock (system-wide on Linux, so comparable with the parent's) as its last line.
+EXIT_SCRIPT = r"""
+import json, os, sys, time
+args = json.loads(sys.argv[1])
+if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
+                               f"intra_op_parallelism_threads={args['threads']}")
+import jax, jax.numpy as jnp, optax
+import flax.linen as nn
+import gelulab.layers.flax as L
+arm = args["arm"]
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(256)(x)
+        h = jax.nn.gelu(h, approximate=False) if arm == "framework" else (L.GELU() if arm == "default" else L.GELU(impl="kernel"))(h)
+        return nn.Dense(64)(h)
+model = MLP()
+x = jax.random.normal(jax.random.key(0), (64, 64))
+params = model.init(jax.random.key(1), x)
+tx = optax.adam(1e-3)
+state = tx.init(params)
+@jax.jit
+def step(p, s):
+    loss, g = jax.value_and_grad(lambda q: jnp.mean(jnp.square(model.apply(q, x))))(p)
+    u, s = tx.update(g, s, p)
+    return optax.apply_updates(p, u), s, loss
+for _ in range(args["steps"]):
+    params, state, loss = step(params, state)
+print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
+"""
+EXIT_ARMS = ("default", "framework")  # the arms whose exit is measured (the kernel builds no child process here)

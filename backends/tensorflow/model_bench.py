@@ -128,3 +128,29 @@ def overhead_builders(layer, size: int = 1024):
     ours, theirs = layer(None), keras.layers.Activation("gelu")
     ours(x), theirs(x)  # built
     return (lambda: ((lambda: ours(x)), None)), (lambda: ((lambda: theirs(x)), None))
+
+
+# The process-exit script of `gelulab bench --model` (benchmarks.first_call.exit_once), run as a fresh process with
+# its JSON arguments {"arm", "threads", "steps"}: set threads, build a small model with gelulab's default layer (arm
+# "default"), the framework's own ("framework") or gelulab's kernel ("kernel"), run a few training steps, and print
+# the monotonic clock (system-wide on Linux, so comparable with the parent's) as its last line.
+EXIT_SCRIPT = r"""
+import json, os, sys, time
+args = json.loads(sys.argv[1])
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
+tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
+import keras
+import gelulab.layers.keras as L
+act = {"default": lambda: L.GELU(), "framework": lambda: "gelu", "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]
+model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation=act()), keras.layers.Dense(64)])
+opt = keras.optimizers.Adam(1e-3)
+x = tf.random.normal((64, 64))
+for _ in range(args["steps"]):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x, training=True)))
+    opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+print(json.dumps({"loss": float(loss), "t": time.monotonic()}), flush=True)
+"""
+EXIT_ARMS = ("default", "framework")  # the arms whose exit is measured (the kernel builds no child process here)

