@@ -49,15 +49,18 @@ def train_cell(cfg_dict: dict, groups_by_backend: dict, grid_backends: tuple) ->
     files' text (kept in memory: nothing is written on the worker's machine).
 
     cfg_dict: MoonsConfig.to_dict(); groups_by_backend: {backend: [(backend, regime, dtype, arm, seeds), ...]}
-    as from study.plan; grid_backends: every backend of the grid (when it holds torch and tensorflow, torch's
-    backend module is loaded first, as Keras imports them, whichever this task trains). Runs in any process
+    as from study.plan; grid_backends: every backend of the grid (the grid's backends are loaded in the registry's
+    order, torch before tensorflow as Keras imports them, also one this task has nothing left to train and that
+    comes before one it trains: a later task of the same worker process may train it). Runs in any process
     (a local worker, a Ray worker on another machine). Returns {"files": {path relative to the cell folder:
     JSON text}, "timing": {backend: train_groups' timing}, "host": {"node", "cpu", "pid"}}.
     """
     import importlib
 
-    if "torch" in grid_backends and "tensorflow" in grid_backends and "tensorflow" in groups_by_backend:
-        importlib.import_module("gelulab.backends.torch.activations")
+    trained = [b for b in BACKEND_NAMES if b in groups_by_backend]
+    for b in BACKEND_NAMES[:BACKEND_NAMES.index(trained[-1])] if trained else ():
+        if b in grid_backends and b not in groups_by_backend:  # loaded before the backends trained after it
+            importlib.import_module(f"gelulab.backends.{b}.activations")
     files: dict = {}
     timing = {b: S.train_groups(b, cfg_dict, None, groups_by_backend[b], files=files)
               for b in BACKEND_NAMES if b in groups_by_backend}

@@ -421,8 +421,9 @@ def _execute(cfg: MoonsConfig, out_dir, todo, totals: dict, done_counts: dict, j
             with manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1,
                                               initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 queue = manager.Queue()
-                # longest first: torch's eager steps cost the most, then tensorflow, then jax
-                order = sorted(by_backend, key=lambda b: {"torch": 0, "tensorflow": 1}.get(b, 2))
+                # the registry's order; each worker is a process of its own, so the order only decides which
+                # backends wait for a free worker when --jobs is below their number
+                order = [b for b in BACKEND_NAMES if b in by_backend]
                 futures = {pool.submit(_worker, b, cfg.to_dict(), str(out_dir), by_backend[b], queue): b
                            for b in order}
                 pending = set(futures)

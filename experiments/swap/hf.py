@@ -12,31 +12,33 @@ backend name "transformers". This module imports no framework: it orchestrates a
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import time
 
 from tqdm import tqdm
 
-from gelulab.backends import capabilities
+from gelulab.backends import REGISTRY
 from gelulab.experiments.swap import model as bert
 
 NAME = "transformers"
-BACKEND = "torch"  # the backend whose hf module (core.contracts.contract.PretrainedBert) runs the BertModel
-INSTALL_HINT = "pip install -c constraints.txt -e '.[swap,torch]'"
+# the backend whose hf module (core.contracts.contract.PretrainedBert) runs the BertModel: the one whose record
+# lists it (torch's)
+BACKEND = next(name for name, record in REGISTRY.items() if "hf" in record.modules)
+INSTALL_HINT = f"pip install -c constraints.txt -e '.[swap,{REGISTRY[BACKEND].extra}]'"
 
 
 def unavailable() -> str | None:
     """Why the transformers BertModel cannot run here (transformers or torch missing, with the install command),
     or None."""
-    missing = [name for name in (capabilities(BACKEND).package, NAME) if importlib.util.find_spec(name) is None]
+    missing = [name for name in (REGISTRY[BACKEND].package, NAME) if importlib.util.find_spec(name) is None]
     return f"{' and '.join(missing)} not installed; install with: {INSTALL_HINT}" if missing else None
 
 
 def backend_module():
-    """The torch backend's hf module (imports torch; transformers on first use)."""
-    from gelulab.backends.torch import hf
-
-    return hf
+    """The hf module of BACKEND, backends/<name>/hf.py (imports its framework, torch; transformers on first
+    use)."""
+    return importlib.import_module(f"gelulab.backends.{BACKEND}.hf")
 
 
 def swapped_model(directory, key: str, impl: str, layers: int):
