@@ -418,11 +418,6 @@ def load_result(path: str) -> dict:
     return data
 
 
-def load_cells(path: str) -> list[dict]:
-    """Cells of a bench.json; raises ValueError as load_result does."""
-    return load_result(path)["cells"]
-
-
 def _cell_problem(cell) -> str | None:
     """Why a result cell cannot be compared (not an object, an axis missing or of the wrong type, a cell timed
     "ok" without a positive finite median_s), or None when it is sound."""

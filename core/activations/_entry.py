@@ -254,8 +254,3 @@ class Activation:
         `resolver`), or None where the framework has none."""
         spec = self.builtins.get(backend)
         return None if spec is None else spec.bind(resolver)
-
-    def builtin_name(self, backend: str) -> str | None:
-        """How the report names the builtin on `backend` ("torch.nn.functional.silu(x)"), None where none."""
-        spec = self.builtins.get(backend)
-        return None if spec is None else str(spec)
