@@ -108,7 +108,34 @@ def _grid() -> str:
             f"runs per backend), {', '.join(fixed)}")
 
 
-BLOCKS = {"parity": _parity, "kernel-cells": _kernel_cells, "grid": _grid}
+@cache
+def bench_cells() -> dict:
+    """{"backends": the backends `gelulab bench` times by default (those whose record lists a bench module),
+    "quick": the cells of `gelulab bench --quick` on a CPU with all of them, "default": those of the default grid},
+    counted from the grid's axes (benchmarks/grid.py) and the records' modes; no framework is imported."""
+    from gelulab.backends import REGISTRY
+    from gelulab.benchmarks.grid import spec_from_filters
+
+    names = [n for n, r in REGISTRY.items() if "bench" in r.modules]
+    counts = {}
+    for quick in (True, False):
+        spec = spec_from_filters(backends=[",".join(names)], devices=["cpu"], quick=quick)
+        counts["quick" if quick else "default"] = sum(len(list(spec.cells(b, "cpu", REGISTRY[b].modes)))
+                                                      for b in spec.backends)
+    return {"backends": names, **counts}
+
+
+def _bench_quick() -> str:
+    return f"{bench_cells()['quick']} cells"
+
+
+def _bench_grid() -> str:
+    b = bench_cells()
+    return f"{b['default']} cells with {_and(b['backends'])}"
+
+
+BLOCKS = {"parity": _parity, "kernel-cells": _kernel_cells, "grid": _grid, "bench-quick": _bench_quick,
+          "bench-grid": _bench_grid}
 
 
 def spans(text: str) -> dict[str, list[str]]:

@@ -380,26 +380,6 @@ def test_the_run_reports_note_on_ulps_next_to_f_prime_zero_is_true(tmp_path, cap
     assert worst["max_abs"] <= 4 * 2.0**-52
 
 
-def test_the_readme_counts_the_bench_grids_cells():
-    """The README's bench row names the cells of `gelulab bench --quick` and of the default grid with numpy, jax,
-    torch and TensorFlow on a CPU: counted here from the grid's axes (benchmarks/grid.py) and the backends'
-    records, no framework imported."""
-    import re
-
-    from gelulab.backends import capabilities
-    from gelulab.benchmarks.grid import spec_from_filters
-
-    four = ("numpy", "jax", "torch", "tensorflow")
-    counts = {}
-    for quick in (True, False):
-        spec = spec_from_filters(backends=[",".join(four)], devices=["cpu"], quick=quick)
-        counts[quick] = sum(len(list(spec.cells(b, "cpu", capabilities(b).modes))) for b in spec.backends)
-    row = next(line for line in readme_blocks.text().splitlines()
-               if line.startswith("| `gelulab bench") and "--quick" in line)
-    assert re.search(rf"`--quick` \({counts[True]} cells and the training step\)", row), row
-    assert re.search(rf"the default grid \({counts[False]} cells with numpy, jax, torch and TensorFlow\)", row), row
-
-
 def test_the_dropped_interrupt_hook_is_in_place_before_the_handlers(monkeypatch):
     """From the moment the command line's SIGINT/SIGTERM handlers are in place, a KeyboardInterrupt that Python
     drops (one raised in an import's module-lock callback: "Exception ignored in: <function
