@@ -204,7 +204,7 @@ def plot_loss_curves(results, path) -> Path:
         ax = axes[i, 1]
         base = {r["seed"]: epochs_to_loss(r["curves"]["train_loss"]) for r in
                 _study_runs(results, g["backend"], g["regime"], BASELINE)}
-        diffs, notes = {}, []
+        diffs, left_out = {}, {}
         for arm in gelu:
             other = {r["seed"]: epochs_to_loss(r["curves"]["train_loss"]) for r in
                      _study_runs(results, g["backend"], g["regime"], arm)}
@@ -212,13 +212,19 @@ def plot_loss_curves(results, path) -> Path:
             diffs[arm] = np.array([other[s] - base[s] for s in seeds], dtype=float)
             left = sum(1 for s in other if s in base) - len(seeds)
             if left:
-                notes.append(f"{_label(arm)}: {counted(left, 'seed')} left out (an arm never reached it)")
+                left_out[arm] = left
+        why = f"an arm never reached {LOSS_THRESHOLD:g}"
+        if len(left_out) == len(gelu) > 1 and len(set(left_out.values())) == 1:  # one line, not one per arm
+            notes = [f"every pair: {counted(next(iter(left_out.values())), 'seed')} left out ({why})"]
+        else:
+            notes = [f"{_label(arm)}: {counted(n, 'seed')} left out ({why})" for arm, n in left_out.items()]
         step = _step(diffs.values(), 0.5)
         ci_label = None
+        first = next((a for a in gelu if diffs[a].size), None)  # the arm whose points carry the legend's entry
         for j, arm in enumerate(gelu):
             d = diffs[arm]
             ax.scatter(_dodge(d, j, step), d, s=16, color=_color(arm), alpha=0.7, edgecolors="none",
-                       label="one seed" if j == 0 else None)
+                       label="one seed" if arm == first else None)
             row = _dynamics_row(results, g["label"], g["regime"], arm)
             if row and row.get("seeds"):
                 lo, hi = row["ci_low"], row["ci_high"]
@@ -236,9 +242,10 @@ def plot_loss_curves(results, path) -> Path:
         ax.set_ylabel(f"epochs to reach training loss {LOSS_THRESHOLD:g}:\nGELU form − ReLU, same seed")
         ax.set_title(f"Epochs to reach {LOSS_THRESHOLD:g}, paired by seed", fontsize=11)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+        if ax.get_legend_handles_labels()[1]:  # no seed reached the threshold in both arms: nothing to name
+            ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
         if notes:
-            ax.text(0.02, 0.98, "; ".join(notes), transform=ax.transAxes, fontsize=8, va="top")
+            ax.text(0.02, 0.98, "\n".join(notes), transform=ax.transAxes, fontsize=8, va="top")
     fig.suptitle(f"make_moons training loss, {listed(_label(a) for a in arms)} ({results['config']['dtype']})",
                  fontsize=13)
     fig.tight_layout(rect=(0, 0.05 if pooled_note(results) else 0.0, 1, 0.97))
