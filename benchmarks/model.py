@@ -166,7 +166,7 @@ def subject(backend: str):
     return importlib.import_module(f"gelulab.backends.{backend}.{SUBJECT}")
 
 
-def _public_api(backend: str = "jax") -> dict:
+def _public_api(backend: str) -> dict:
     """What the model modules get from gelulab's public API (they are backend modules and do not import it):
     swap, gelulab.swap; layer(impl), gelulab's exact-GELU layer of `backend` (torch: gelulab.layers.torch.GELU,
     tensorflow: gelulab.layers.keras.GELU, jax: gelulab.layers.flax.GELU), constructed with no impl argument when
