@@ -482,14 +482,16 @@ def test_the_run_report_starts_with_the_question_and_the_answer():
     row = {"metric": "test_acc", "regime": "matched", "backend": "torch", "arm": "gelu_none", "n": 5,
            "mean_diff": diffs.mean(), "sd_diff": diffs.std(ddof=1), "ci_low": lo, "ci_high": hi,
            "ci_method": "Student t", "wins": 2, "losses": 1, "ties": 2, "verdict": "no significant difference",
-           "kind": "underpowered"}
+           "kind": "underpowered", "t_p": sps.ttest_1samp(diffs, 0.0).pvalue}
     cfg = MoonsConfig(seeds=tuple(range(5)), epochs=100, arms=HEADLINE)
     text = answer(cfg, {"paired": [row]}, "3500 cells.")
     head = "\n".join(text.splitlines()[:25])
     assert "Does exact GELU beat ReLU" in head and "2000 samples" in head and "Adam lr 0.001, 100 epochs" in head
     assert (f"**Verdict: not settled.** GELU − ReLU test accuracy {100 * diffs.mean():+.2f} pp, 95 % CI "
             f"[{100 * lo:+.2f}, {100 * hi:+.2f}] pp") in head
-    assert "GELU better on 2, ReLU on 1, tied on 2 of 5 seeds" in head and "paired test: no significant difference" in head
+    assert "GELU better on 2, ReLU on 1, tied on 2 of 5 seeds" in head
+    assert ("paired tests on the same seeds: the Wilcoxon test cannot reach p < 0.05 with 5 seeds (paired t-test p "
+            f"= {sps.ttest_1samp(diffs, 0.0).pvalue:.2g})") in head
     need = int(((sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * diffs.std(ddof=1) / diffs.mean()) ** 2) + 1
     assert f"would need about {need} seeds: `gelulab moons --backend torch --seeds {need}`" in head
 

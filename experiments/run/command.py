@@ -199,7 +199,16 @@ def answer(cfg, results: dict, parity_counts: str, agreement: dict | None = None
             lines.append(f"- Equivalence (TOST, margin ±{MARGIN_PP:g} pp): 90 % CI [{c90[0]:+.2f}, {c90[1]:+.2f}] "
                          f"pp, p = {v['tost_p']:.2g}" + (" (within the margin)." if v["tost_p"] < 0.05 else
                                                          " (not within the margin)."))
-        lines.append(f"- The study's paired test: {row['verdict']}.")
+        kind = {"higher": "GELU significantly higher", "lower": "ReLU significantly higher",
+                "none": "no significant difference", "same": "the same test accuracy on every seed",
+                "inconclusive": "inconclusive (one test below 0.05, the other not)",
+                "underpowered": f"the Wilcoxon test cannot reach p < 0.05 with {seeds}",
+                "untestable": "no test possible"}.get(row.get("kind"), "no significant difference")
+        tests = [f"{name} p = {row[key]:.2g}"
+                 for name, key in (("Wilcoxon signed-rank", "w_p"), ("paired t-test", "t_p")) if _finite(row.get(key))]
+        dz = [f"Cohen's d_z {row['d_z']:+.2f}"] if _finite(row.get("d_z")) else []
+        detail = f" ({', '.join(tests + dz)})" if tests + dz else ""
+        lines.append(f"- The paired tests on the same seeds: {kind}{detail}.")
         sd = row.get("sd_diff")
         if _finite(sd) and n > 1 and sd > 0:
             detectable = 100 * (t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) * sd / n ** 0.5
