@@ -1,14 +1,14 @@
 """The catalogue of activations: one unit module per activation, collected here.
 
 Each unit, core/activations/<key>.py, holds everything gelulab knows of its activation in one `Activation` named
-ACTIVATION (core.activations._entry): gelulab's formula (core.numerics.formulas) and its closed-form derivatives, the mpmath
-reference (core.numerics.mp_forms), the float32 kernels (core.numerics.kernels; optional) and the float64 closed forms that check
-them (core.numerics.float64_forms), the limits at +-inf, the clamp point of the formula, how the reference evaluates the far
-tail, the roots of the derivatives, the sign-of-zero and NaN-derivative rules, each framework's builtin (a
-descriptor the backend resolves, see `Call`, `TimesX`, `Expression`), the known faults of those builtins
-(rows of core.parity.known_faults, kept as data in core/activations/faults/<key>.toml and read by
-core.parity.fault_data), the kernel fit's description of its form (core/numerics/kernel_fit.py), the framework classes and
-functions that compute it (gelulab.swap, gelulab.identify, the layers), and the traits the reports, plots and
+ACTIVATION (core.activations._entry): gelulab's formula (core.numerics.formulas) and its closed-form derivatives, the
+mpmath reference (core.numerics.mp_forms), the float32 kernels (core.numerics.kernels; optional) and the float64 closed
+forms that check them (core.numerics.float64_forms), the limits at +-inf, the clamp point of the formula, how the
+reference evaluates the far tail, the roots of the derivatives, the sign-of-zero and NaN-derivative rules, each
+framework's builtin (a descriptor the backend resolves, see `Call`, `TimesX`, `Expression`), the known faults of those
+builtins (rows of core.parity.known_faults, kept as data in core/activations/faults/<key>.toml and read by
+core.parity.fault_data), the kernel fit's description of its form (core/numerics/kernel_fit.py), the framework classes
+and functions that compute it (gelulab.swap, gelulab.identify, the layers), and the traits the reports, plots and
 experiments read (baseline, smooth, colour, transformers' names). A unit may define its functions itself, over the
 shared helpers of those modules.
 
@@ -35,8 +35,22 @@ from gelulab.core.activations._entry import (
 )
 
 __all__ = [
-    "ACTIVATIONS", "Activation", "Call", "TimesX", "Expression", "resolve", "IMPLS", "DEFAULT_IMPL", "BASELINE",
-    "HEADLINE", "GELU_MODES", "HF_ACTIVATIONS", "check_mode", "check_impl", "get_activation", "activation_key",
+    "ACTIVATIONS",
+    "BASELINE",
+    "DEFAULT_IMPL",
+    "GELU_MODES",
+    "HEADLINE",
+    "HF_ACTIVATIONS",
+    "IMPLS",
+    "Activation",
+    "Call",
+    "Expression",
+    "TimesX",
+    "activation_key",
+    "check_impl",
+    "check_mode",
+    "get_activation",
+    "resolve",
     "units",
 ]
 

@@ -11,8 +11,8 @@ from gelulab.core.activations._shared import FAR, GELU_ROOTS, X_CDF_LIMITS
 from gelulab.core.numerics import float64_forms, formulas, kernels, mp_forms
 from gelulab.core.parity import fault_data
 
-# the kernel fit's x sigma(z) form (core/numerics/kernel_fit.py): z = k a, k = 1.702 (the exact decimal, as the frameworks
-# state it), at the fit's working precision
+# the kernel fit's x sigma(z) form (core/numerics/kernel_fit.py): z = k a, k = 1.702 (the exact decimal, as the
+# frameworks state it), at the fit's working precision
 SIGMA_FORM = (lambda a: mpmath.mpf("1.702") * a, lambda a: mpmath.mpf("1.702") * a, lambda a: 0, 1.41)
 
 

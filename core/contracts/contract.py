@@ -77,8 +77,8 @@ class ActivationOps(ArrayOps, Protocol):
         Changes no framework-wide setting."""
 
     def apply_settings(self, settings) -> dict:
-        """Apply a core.plumbing.settings.Settings (threads, x64, TF32) to the framework, process-wide; returns what was set
-        ({setting: value}). Only `gelulab.reproducible` calls it."""
+        """Apply a core.plumbing.settings.Settings (threads, x64, TF32) to the framework, process-wide; returns what was
+        set ({setting: value}). Only `gelulab.reproducible` calls it."""
 
     def threads(self) -> dict:
         """The thread counts in force, {"intra_op": int or None, ...} (recorded in every report)."""
@@ -124,7 +124,8 @@ class ActivationOps(ArrayOps, Protocol):
 
 @runtime_checkable
 class KernelNamespace(Protocol):
-    """The array operations core.numerics.kernels is written over (besides + - * / and comparisons), on float32 arrays."""
+    """The array operations core.numerics.kernels is written over (besides + - * / and comparisons), on float32
+    arrays."""
 
     def where(self, c, a, b):
         """Elementwise c ? a : b, float32 (a Python-float branch becomes float32)."""
@@ -149,8 +150,9 @@ class KernelNamespace(Protocol):
 
 @runtime_checkable
 class KernelOps(Protocol):
-    """`backends/<name>/kernels.py`: gelulab's float32 kernels (core.numerics.kernels) in the framework's operations. Only a
-    backend whose arrays can be reinterpreted bitwise (float32 <-> int32) has one (its record lists "kernels")."""
+    """`backends/<name>/kernels.py`: gelulab's float32 kernels (core.numerics.kernels) in the framework's operations.
+    Only a backend whose arrays can be reinterpreted bitwise (float32 <-> int32) has one (its record lists
+    "kernels")."""
 
     NS: KernelNamespace
     """The kernel namespace core.numerics.kernels' functions take as `xp`."""
@@ -288,20 +290,25 @@ class Capabilities:
     (subset of core.plumbing.config.DEVICES); autodiff: whether derivatives come from the framework's autodiff (then it
     provides a moons Trainer and a TrainableEncoder; without it, no training); thread_control: the thread pools
     `gelulab.reproducible(threads=n)` sets ("intra_op", "inter_op"), () where the backend runs on one thread;
-    modules: the contract modules the folder provides (keys of core.contracts.contract.PROTOCOLS); dispatcher: what picks
-    the framework's CPU kernels by the processor's features (a key of core.parity.cpu_dispatch.DISPATCHERS: "aten", "xla",
-    "numpy"), which known faults may depend on; dtypes: the gelulab dtypes its arrays can hold (some of
+    modules: the contract modules the folder provides (keys of core.contracts.contract.PROTOCOLS); dispatcher: what
+    picks the framework's CPU kernels by the processor's features (a key of core.parity.cpu_dispatch.DISPATCHERS:
+    "aten", "xla", "numpy"), which known faults may depend on; dtypes: the gelulab dtypes its arrays can hold (some of
     core.numerics.dtypes.DTYPES, float32 and float64 always: the formulas compute in float64); no cell, test or command
     asks it for another; array_type: how messages name the framework's array type ("torch.Tensor");
     eager_kernels_compile: whether an eager call of a kernel compiles it first (TensorFlow: an XLA computation per
     shape and dtype; torch: the inductor loop under GELULAB_KERNEL_COMPILE=wait), so a test of it costs a compile
     (the suite marks such tests `compile`); default False; tools: the optional tool modules of the folder (some of
     TOOLS: "probe", "surgery", "audit", "model_bench"), default (); layers: the module of gelulab.layers holding
-    this backend's layers ("torch", "keras", "flax"), None where it has none.
+    this backend's layers ("torch", "keras", "flax"), None where it has none; measured_dispatch: the CPU dispatch
+    levels of its dispatcher at which its known faults were measured (forced by `make test-dispatch`): a fault row
+    keyed by `dispatch` must hold at these levels and may or may not occur at another (core.parity.known_faults),
+    default (); flushes_subnormals: the dtypes whose subnormal inputs and results the framework's CPU runtime flushes
+    to zero (flush-to-zero / denormals-are-zero), which the parity tolerances accept there
+    (core.parity.tolerances.overrides), default ().
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module, tool or
     dtype, no activations module, no float32 or float64, a trainer or an hf module without autodiff, autodiff
-    without a trainer, an unknown dispatcher).
+    without a trainer, an unknown dispatcher, a flushed dtype it does not hold).
     """
 
     name: str
@@ -318,6 +325,8 @@ class Capabilities:
     eager_kernels_compile: bool = False
     tools: tuple[str, ...] = ()
     layers: str | None = None
+    measured_dispatch: tuple[str, ...] = ()
+    flushes_subnormals: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.dispatcher not in DISPATCHERS:
@@ -340,6 +349,9 @@ class Capabilities:
                              f"some of {list(DTYPES)}")
         if set(self.tools) - set(TOOLS):
             raise ValueError(f"{self.name}: tools={self.tools!r}; expected some of {list(TOOLS)}")
+        if set(self.flushes_subnormals) - set(self.dtypes):
+            raise ValueError(f"{self.name}: flushes_subnormals={self.flushes_subnormals!r}; expected some of its "
+                             f"dtypes {list(self.dtypes)}")
         if set(self.thread_control) - {"intra_op", "inter_op"}:
             raise ValueError(f"{self.name}: thread_control={self.thread_control!r}; expected some of "
                              "['intra_op', 'inter_op']")

@@ -2,9 +2,9 @@
 
 A Backend wraps a backend's `activations` module (the ActivationOps Protocol of core.contracts.contract: conversion, the
 array primitives of core.numerics.formulas, builtins, autodiff, compiler, versions, threads; the same names in every
-framework, Keras 3 style, `keras/src/backend/<name>/nn.py`) and its capability record (core.contracts.contract.Capabilities:
-modes, devices, autodiff). It is what `gelulab.get_backend(name)` returns; using it changes no framework-wide
-setting.
+framework, Keras 3 style, `keras/src/backend/<name>/nn.py`) and its capability record
+(core.contracts.contract.Capabilities: modes, devices, autodiff). It is what `gelulab.get_backend(name)` returns; using
+it changes no framework-wide setting.
 """
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ class Backend:
     def gelu(self, x, approximate: str = "none", impl: str | None = None):
         """GELU(x). approximate: "none" (exact x Phi(x)), "tanh" or "sigmoid" (x sigmoid(1.702 x)), an explicit
         string (bool/None raise ValueError); impl: "formula" (gelulab's correctly rounded one, computed in the
-        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.numerics.kernels); None for
-        default_impl (the framework's builtin).
+        wider dtype), "builtin" (the framework's) or "kernel" (gelulab's float32-only kernel, core.numerics.kernels);
+        None for default_impl (the framework's builtin).
         x: framework array of a float dtype of core.numerics.dtypes, any shape; returns the same dtype and shape. Raises
         TypeError naming the dtype for a non-float array."""
         key = activation_key("gelu", approximate)
@@ -103,7 +103,9 @@ class Backend:
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order not in ORDERS:
             raise ValueError(f"order={order!r}; expected one of {list(ORDERS)}")
         if mode not in self.modes:
-            raise ValueError(f"mode={mode!r} is not offered by backend {self.name!r}; expected one of {list(self.modes)}")
+            raise ValueError(
+                f"mode={mode!r} is not offered by backend {self.name!r}; expected one of {list(self.modes)}"
+            )
         fn = self._base(act, impl)
         for _ in range(order):
             fn = self.module.derivative(fn, act)
@@ -151,9 +153,9 @@ def implementation(module, name: str, act, impl: str) -> Callable:
     activations module: "builtin" (the framework's own function), "formula" (core.numerics.formulas inside the module's
     formula_scope, computed in the wider dtype and rounded once) or "kernel" (the float32 kernel of
     backends/<name>/kernels.py for float32, bfloat16 and float16; float64 has no float32 kernel and takes the
-    formula, which computes it in float64). The formula's float64 derivatives are its closed forms (core.numerics.formulas.closed_form)
-    where the backend's `with_derivatives` installs them (the XLA backends), autodiff elsewhere. The callable takes
-    and returns the framework's arrays. Raises
+    formula, which computes it in float64). The formula's float64 derivatives are its closed forms
+    (core.numerics.formulas.closed_form) where the backend's `with_derivatives` installs them (the XLA backends),
+    autodiff elsewhere. The callable takes and returns the framework's arrays. Raises
     ValueError naming the backend and key when the framework has no builtin, or no kernel, for `act`."""
     if impl == "builtin":
         fn = module.builtin(act)

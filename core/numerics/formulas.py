@@ -1,7 +1,7 @@
 """gelulab's own activation formulas, written once over a minimal array namespace `xp`.
 
-Every backend hands these functions its own `xp` (the ArrayOps Protocol, `core.contracts.contract.ArrayOps`), so the same formula runs as
-numpy, jax, torch or tensorflow code and stays differentiable and compilable by that framework.
+Every backend hands these functions its own `xp` (the ArrayOps Protocol, `core.contracts.contract.ArrayOps`), so the
+same formula runs as numpy, jax, torch or tensorflow code and stays differentiable and compilable by that framework.
 
 Accuracy design:
 * Inputs are computed in the dtype's wider type (float16/bfloat16 -> float32, float32 -> float64) where the
@@ -212,7 +212,8 @@ def silu(xp, x):
 def closed_form(act, xp, w, order: int):
     """f' (order 1) or f'' (order 2) of catalogue entry `act` by its closed form (act.d1, act.d2: the functions
     below) on w, an array of the dtype it is computed in (any shape; xp its backend's ArrayOps), clamped to
-    act.clamp like the formulas (_clamped) and taking act.limits beyond it; NaN for NaN. Returns w's dtype and shape. Raises ValueError for another order."""
+    act.clamp like the formulas (_clamped) and taking act.limits beyond it; NaN for NaN. Returns w's dtype and shape.
+    Raises ValueError for another order."""
     if order not in (1, 2):
         raise ValueError(f"order={order!r}; the closed forms are f' (1) and f'' (2)")
     closed = act.d1 if order == 1 else act.d2

@@ -7,7 +7,8 @@ most b significant bits and an exact remainder: its low mantissa bits masked, or
 never contracted into FMAs), `xp.pow2(k)` (2**k, exact) and `xp.bits_equal(x, u)` (x has the bit pattern u, an
 int). Inputs are
 float32 arrays (the backends widen bfloat16/float16 exactly and round the float32 result once); no float64 value is
-created anywhere. Every constant is a float32 value (core/numerics/kernel_coeffs.py, fitted by core/numerics/kernel_fit.py).
+created anywhere. Every constant is a float32 value (core/numerics/kernel_coeffs.py, fitted by
+core/numerics/kernel_fit.py).
 
 How each result is made accurate (the libm techniques of CORE-MATH, SLEEF and fdlibm, restated for float32 only):
 * Symmetry. Every GELU form is f(x) = x S(x) with S(x) + S(-x) = 1, so f(x) = x + f(-x) and f'(x) = 1 - f'(-x):
@@ -75,9 +76,9 @@ class Kernel:
     a_max: (order 0, 1, 2) clamp points in |x|: beyond a_max[order], f(-a) (resp. f'(-a)) rounds to -0 in float32
       and f(a) to a (f'(a) to 1), and f''(+-a) is below the smallest normal (the kernel returns 0); None where
       nothing is clamped (ReLU).
-    d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.numerics.kernel_coeffs, fitted by
-      core/numerics/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify` sends inputs near -A0
-      to mpmath.
+    d1_root: A0 > 0 with f'(-A0) = 0 (the minimum of f), the float32 nearest the root (core.numerics.kernel_coeffs,
+      fitted by core/numerics/kernel_fit.py); None where f' has no such zero. The fast oracle of `gelulab verify`
+      sends inputs near -A0 to mpmath.
     """
 
     value: Callable
@@ -174,7 +175,9 @@ def _scaled(xp, s, s_lo, n):
     v = s * scale
     # compared as bits: LLVM folds a float compare here away (in IEEE arithmetic the select is a no-op; under
     # flush-to-zero it is not)
-    hi = xp.where(xp.bits_equal(xp.abs(v), SCALED_TIE_BITS), xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64)
+    hi = xp.where(
+        xp.bits_equal(xp.abs(v), SCALED_TIE_BITS), xp.where(v > 0, SMALLEST_NORMAL, -SMALLEST_NORMAL), v * TWO_M64
+    )
     lo = (s_lo * scale) * TWO_M64
     return hi, lo
 
@@ -414,7 +417,10 @@ def _sig_d1(key, zfun, amax):
         return xp.where(x < -amax, -0.0, xp.where(x > amax, 1.0, y))
 
     d1.__name__ = f"{key}_d1"
-    d1.__doc__ = f"{key}: f'(x) in float32, within 1 ULP where normal; f'(-a) = sigma(-z) (1 - a z' sigma(z)), f'(a) = 1 - f'(-a)."
+    d1.__doc__ = (
+        f"{key}: f'(x) in float32, within 1 ULP where normal; f'(-a) = sigma(-z) (1 - a z' sigma(z)), "
+        "f'(a) = 1 - f'(-a)."
+    )
     return d1
 
 
@@ -490,9 +496,9 @@ def relu_d2(xp, x):
 def sigmoid_kernel(key: str, z: Callable, zp: Callable, a_max: tuple) -> Kernel:
     """The Kernel of the x sigma(z(x)) form named `key`: z(xp, a) -> ((z, z_lo), (a z'(a), lo)) and
     zp(xp, a) -> ((z'(a), lo), (a z''(a), lo)) as float32 pairs (z_silu, z_sigmoid, z_tanh and zp_...), a_max its
-    clamp points per order (see Kernel). Its fitted constants are core.numerics.kernel_coeffs' KEY_A0_HI/LO and KEY_B0_HI/LO
-    (the zeros of f' and f'') and the window polynomials COEFFS["KEY_J2"], COEFFS["KEY_B2"] (KEY = key.upper(), the
-    names core/numerics/kernel_fit.py gives them)."""
+    clamp points per order (see Kernel). Its fitted constants are core.numerics.kernel_coeffs' KEY_A0_HI/LO and
+    KEY_B0_HI/LO (the zeros of f' and f'') and the window polynomials COEFFS["KEY_J2"], COEFFS["KEY_B2"] (KEY =
+    key.upper(), the names core/numerics/kernel_fit.py gives them)."""
     a_max = tuple(a_max)
     return Kernel(_sig_value(key, z, a_max[0]), _sig_d1(key, z, a_max[1]), _sig_d2(key, z, zp, a_max[2]),
                   a_max=a_max, d1_root=getattr(KC, f"{key.upper()}_A0_HI"))

@@ -39,7 +39,9 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray, dtype: str) -> np.nda
     ka, ke = _ordered(a), _ordered(e)
     with np.errstate(over="ignore"):
         same_sign = (ka >= 0) == (ke >= 0)
-        d = np.where(same_sign, np.abs(ka - ke).astype(np.float64), np.abs(ka.astype(np.float64) - ke.astype(np.float64)))
+        d = np.where(
+            same_sign, np.abs(ka - ke).astype(np.float64), np.abs(ka.astype(np.float64) - ke.astype(np.float64))
+        )
     an, en = np.isnan(a.astype(np.float64)), np.isnan(e.astype(np.float64))
     d = np.where(an & en, 0.0, np.where(an | en, np.inf, d))
     return d

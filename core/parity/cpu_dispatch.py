@@ -68,7 +68,8 @@ def host_levels(dispatcher: str) -> tuple[str, ...]:
 def xla_level(flags: str | None = None) -> str | None:
     """The ISA level XLA's CPU compiler targets in this process: the host's highest of levels("xla"), capped by
     the last --xla_cpu_max_isa in `flags` (default: the XLA_FLAGS environment variable; a value above AVX512, such
-    as AVX512_VNNI or AMX, counts as "avx512"; one XLA does not know leaves the host's level, as XLA ignores it). None on a processor with none of these levels (not x86-64)."""
+    as AVX512_VNNI or AMX, counts as "avx512"; one XLA does not know leaves the host's level, as XLA ignores it). None
+    on a processor with none of these levels (not x86-64)."""
     have = host_levels("xla")
     if not have:
         return None
@@ -104,8 +105,8 @@ def aten_cache_dir(level: str, environ: dict | None = None) -> str:
 def forced_env(dispatcher: str, level: str, environ: dict | None = None) -> dict[str, str]:
     """The environment variables that make a new process run `dispatcher` at `level` (a member of levels()):
     {"ATEN_CPU_CAPABILITY": level, "TORCHINDUCTOR_CACHE_DIR": aten_cache_dir(level)}, {"XLA_FLAGS": the current
-    flags with --xla_cpu_max_isa=LEVEL} or {"NPY_DISABLE_CPU_FEATURES": every numpy target above level}. `environ` defaults to os.environ. Raises
-    ValueError for an unknown dispatcher or level."""
+    flags with --xla_cpu_max_isa=LEVEL} or {"NPY_DISABLE_CPU_FEATURES": every numpy target above level}. `environ`
+    defaults to os.environ. Raises ValueError for an unknown dispatcher or level."""
     _check(dispatcher)
     if level not in levels(dispatcher):
         raise ValueError(f"unknown {dispatcher} level {level!r}; expected one of {list(levels(dispatcher))}")

@@ -12,8 +12,8 @@ A faults file holds two kinds of table (TOML 1.0, read with the standard library
   ("builtin" unless named), `dispatch` (the CPU dispatch levels where it occurs) and `varies` (where it was seen,
   when no forcible setting decides it); see core.parity.known_faults.KnownFault.
 
-A unit whose builtins have no known fault has no faults file and does not call `load`. `gelulab parity --draft-faults` drafts both kinds of table for the
-NEW cells of a run (experiments.parity.draft).
+A unit whose builtins have no known fault has no faults file and does not call `load`. `gelulab parity --draft-faults`
+drafts both kinds of table for the NEW cells of a run (experiments.parity.draft).
 """
 from __future__ import annotations
 

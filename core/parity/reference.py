@@ -7,13 +7,13 @@ GELU) and its first and second derivatives, in closed form (the catalogue entry'
 
 The result is rounded to the target dtype correctly (round to nearest): the float64 rounding of the mpmath value
 is moved to whichever neighbour in the target dtype is nearest the mpmath value, the distances computed exactly
-(mpmath.fsub(..., exact=True)), so a value just above a tie (x/2 + x^2/sqrt(2 pi) for a subnormal x) rounds up. Results are cached per
-(activation, order, x) so repeated grids cost nothing.
+(mpmath.fsub(..., exact=True)), so a value just above a tie (x/2 + x^2/sqrt(2 pi) for a subnormal x) rounds up. Results
+are cached per (activation, order, x) so repeated grids cost nothing.
 """
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import mpmath
 import numpy as np
@@ -80,7 +80,7 @@ def _exact_distance(candidate: float, v):
     return d if d >= 0 else mpmath.fneg(d, exact=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _format(dtype: str):
     """(significand bits, smallest normal, largest finite as mpmath numbers, a quarter of the smallest subnormal as
     an mpmath number: a float would underflow to 0) of a dtype."""

@@ -147,7 +147,8 @@ NOISE_PATTERN = (
     r"|E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./+-]+:\d+\] (?:failed call to cuInit"
     r"|oneDNN supports \w+ only on platforms with )"
     r"|An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed"
-    r"|(?:\x1b\[\d+m)?\(raylet\)(?:\x1b\[0m)? (?:A worker died or was killed while executing a task|Task \S+ failed\. There are \d+ retries remaining))"
+    r"|(?:\x1b\[\d+m)?\(raylet\)(?:\x1b\[0m)? (?:A worker died or was killed while executing a task"
+    r"|Task \S+ failed\. There are \d+ retries remaining))"
 )
 
 # The filter runs in its own small process (so a crash of the command still reaches the terminal through it):

@@ -107,8 +107,8 @@ CHECKSUM_FIELD = "sha256"
 
 
 def record_digest(data: dict) -> str:
-    """sha256 (hex) of a JSON record without its CHECKSUM_FIELD: over its canonical form (core.plumbing.report._clean, keys
-    sorted, no whitespace, UTF-8), so re-indenting a file keeps the digest and changing any value changes it."""
+    """sha256 (hex) of a JSON record without its CHECKSUM_FIELD: over its canonical form (core.plumbing.report._clean,
+    keys sorted, no whitespace, UTF-8), so re-indenting a file keeps the digest and changing any value changes it."""
     body = {k: v for k, v in _clean(data).items() if k != CHECKSUM_FIELD}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
