@@ -28,10 +28,8 @@ class _Record:
 
     def cpu_dispatch(self):
         """The highest CPU dispatch level the known-fault table was measured at for this backend's framework
-        (core.parity.known_faults.MEASURED_DISPATCH), None for a backend it was not measured on."""
-        from gelulab.core.parity.known_faults import MEASURED_DISPATCH
-
-        return (MEASURED_DISPATCH.get(self.name) or (None,))[-1]
+        (its record's measured_dispatch), None for a backend it was not measured on."""
+        return (self.capabilities.measured_dispatch or (None,))[-1]
 
     def has_builtin(self, key: str) -> bool:
         from gelulab.core.activations import ACTIVATIONS

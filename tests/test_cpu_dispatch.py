@@ -17,9 +17,9 @@ import conftest
 import pytest
 from conftest import SELECTED
 
-from gelulab.backends import get_backend
+from gelulab.backends import capabilities, get_backend
 from gelulab.core.parity import cpu_dispatch
-from gelulab.core.parity.known_faults import MEASURED_DISPATCH, KnownFault
+from gelulab.core.parity.known_faults import KnownFault
 from gelulab.experiments.parity.engine import Group
 
 
@@ -102,12 +102,12 @@ def test_torch_compiled_at_a_lower_level_is_right_with_its_own_cache(tmp_path):
 
 
 def _group(backend, dispatch):
-    return Group(backend, "builtin", "gelu_none", "float16", "eager", 0, "cpu", dispatch)
+    return Group(backend, "builtin", "gelu_none", "float16", "eager", 0, "cpu", dispatch, capabilities(backend))
 
 
 def test_a_fault_keyed_by_dispatch_is_certain_only_where_measured():
     fault = KnownFault("r", "no upstream report found", backend="torch", dispatch=("default", "avx2"))
-    measured = MEASURED_DISPATCH["torch"]
+    measured = capabilities("torch").measured_dispatch
     assert "default" in measured and "avx512" in measured
     assert fault.matches(_group("torch", "avx2"), "grid") and fault.certain(_group("torch", "avx2"))
     assert not fault.matches(_group("torch", "avx512"), "grid")  # measured there: the cell must pass

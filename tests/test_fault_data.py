@@ -12,7 +12,7 @@ from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.contracts.contract import MODES
 from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.parity import fault_data
-from gelulab.core.parity.known_faults import KINDS, MEASURED_DISPATCH
+from gelulab.core.parity.known_faults import KINDS
 from gelulab.core.parity.regions import REGIONS
 
 FILES = sorted(p for p in (fault_data.path("x").parent).iterdir() if p.name.endswith(".toml"))
@@ -36,7 +36,7 @@ def test_every_row_names_cells_that_exist(path):
         assert f.backend in REGISTRY, where
         assert set(f.orders) <= {0, 1, 2} and set(f.regions) <= set(REGIONS), where
         assert set(f.dtypes) <= set(DTYPES) and set(f.modes) <= set(MODES) and f.impl in IMPLS, where
-        assert f.dispatch is None or set(f.dispatch) <= set(MEASURED_DISPATCH[f.backend]), where
+        assert f.dispatch is None or set(f.dispatch) <= set(REGISTRY[f.backend].measured_dispatch), where
         assert f.classification in KINDS and f.reason.strip() == f.reason and "\n" not in f.reason, where
     used = {row["mechanism"] for row in data["fault"]}
     assert set(data.get("mechanism", {})) <= used, f"{path.name}: mechanisms no row names"

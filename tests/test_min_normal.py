@@ -4,7 +4,7 @@ The GELU forms and SiLU are x/2 + c x^2 (c > 0) next to 0, so at x = 2t and its 
 largest subnormal or a point a sliver away from the halfway point between them. Every backend's formula, eager and
 compiled, is compared with mpmath (the functions written out here, at 400 bits) rounded to the dtype exactly, ties
 to even: within 1 ULP where that value is normal; where it is subnormal, within 1 ULP or 0 on a platform that
-flushes subnormals (core.parity.tolerances.OVERRIDES).
+flushes subnormals (its record's flushes_subnormals, core.parity.tolerances.overrides).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from gelulab.core.numerics.dtypes import get_dtype
 from gelulab.core.parity.regions import min_normal_crossing, region
-from gelulab.core.parity.tolerances import OVERRIDES
+from gelulab.core.parity.tolerances import overrides
 
 KEYS = ("gelu_none", "gelu_tanh", "gelu_sigmoid", "silu")
 DTYPES = ("float32", "bfloat16")
@@ -74,7 +74,7 @@ def _rounded(v, dtype: str) -> np.ndarray:
 
 def _flushes(backend) -> bool:
     return any(o.flush_subnormals and o.backend in (None, backend.name) and o.device in (None, backend.device)
-               for o in OVERRIDES)
+               for o in overrides([backend.capabilities]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

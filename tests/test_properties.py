@@ -97,7 +97,8 @@ def test_relu_odd_part_is_identity_exactly(backend, impl):
         normal = np.abs(x) >= np.finfo(np.float32).smallest_normal
         assert np.array_equal((r - rm)[normal], x[normal])
         # subnormal inputs: exact, or within the flush-to-zero slack where the platform flushes subnormals
-        # (core.parity.tolerances.OVERRIDES; measured: TensorFlow's scalar path returns relu(-1e-45) = -1e-45)
+        # (its record's flushes_subnormals, core.parity.tolerances.overrides; measured: TensorFlow's scalar path
+        # returns relu(-1e-45) = -1e-45)
         slack = 2 * np.finfo(np.float32).smallest_normal
         assert np.all(np.abs((r - rm) - x)[~normal] <= slack)
 
@@ -149,7 +150,7 @@ def test_monotonic_above_the_largest_critical_point(backend, key, impl, dtype):
         g, x = _f(backend, key, impl, xs, dtype)
         rises = np.diff(x) > 0  # the neighbours within one repetition of the sorted values, not where it starts over
         # monotonic, up to a rounding step where the entry is flat next to its critical point, and up to the
-        # flush-to-zero slack for subnormals (core.parity.tolerances.OVERRIDES; measured: TensorFlow's
+        # flush-to-zero slack for subnormals (core.parity.tolerances.overrides; measured: TensorFlow's
         # relu(-2.2e-313) = -2.2e-313 in float64 once XLA has run, beside relu(-0.5) = 0)
         slack = 2 * float(np.finfo(DTYPES[dtype]).smallest_normal)
         assert np.all((sign * np.diff(g) >= -2 * eps * np.abs(g[1:]) - slack)[rises])

@@ -12,6 +12,10 @@ CAPABILITIES = Capabilities(
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects"), dispatcher="xla",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="jax.Array",
     tools=("probe", "audit", "model_bench"), layers="flax",
+    # forced with XLA_FLAGS=--xla_cpu_max_isa on an Intel Xeon (AVX-512) by `make test-dispatch`
+    measured_dispatch=("sse4_2", "avx2", "avx512"),
+    # XLA's CPU runtime runs with flush-to-zero / denormals-are-zero (measured: jax.nn.relu(1e-40) == 0)
+    flushes_subnormals=("float64", "float32", "bfloat16"),
 )
 
 

@@ -9,6 +9,8 @@ CAPABILITIES = Capabilities(
     thread_control=(), modules=("activations", "kernels", "bench", "bert"), dispatcher="numpy",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="numpy.ndarray",
     tools=("probe",),
+    # forced with NPY_DISABLE_CPU_FEATURES on an Intel Xeon (AVX-512) by `make test-dispatch`
+    measured_dispatch=("x86_v2", "x86_v3", "x86_v4", "avx512_icl", "avx512_spr"),
 )
 
 

@@ -10,6 +10,10 @@ CAPABILITIES = Capabilities(
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects"), dispatcher="xla",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="tf.Tensor or tf.Variable",
     eager_kernels_compile=True, tools=("probe", "surgery", "audit", "model_bench"), layers="keras",
+    # forced with XLA_FLAGS=--xla_cpu_max_isa on an Intel Xeon (AVX-512) by `make test-dispatch`
+    measured_dispatch=("sse4_2", "avx2", "avx512"),
+    # TensorFlow sets flush-to-zero / denormals-are-zero in its CPU kernels and in XLA
+    flushes_subnormals=("float64", "float32", "bfloat16"),
 )
 
 

@@ -19,11 +19,12 @@ Each entry has a kind (KINDS; KnownFault.classification): "upstream" (a fault wi
 "unreported" (known here, no upstream report found) or "gelulab" (gelulab's own formula). `gelulab parity` splits
 its flagged cells by kind, and a flagged cell that matches no entry is NEW (`--fail-on-new` exits 1).
 
-Some faults depend on the machine. Frameworks pick CPU kernels by the processor's features (core.parity.cpu_dispatch), so
-an entry may name the dispatch levels where it occurs (`dispatch`): on another level that was measured
-(MEASURED_DISPATCH) the cell must pass, and on a level that was never measured the fault may or may not occur. An
-entry whose occurrence no forcible setting decides says where it was seen (`varies`) and may or may not occur
-anywhere. Such cells are known, never NEW, and the tests mark them xfail without strict (KnownFault.certain).
+Some faults depend on the machine. Frameworks pick CPU kernels by the processor's features
+(core.parity.cpu_dispatch), so an entry may name the dispatch levels where it occurs (`dispatch`): on another level
+that was measured (the backend record's `measured_dispatch`, core.contracts.contract.Capabilities, which each group
+carries) the cell must pass, and on a level that was never measured the fault may or may not occur. An entry whose
+occurrence no forcible setting decides says where it was seen (`varies`) and may or may not occur anywhere. Such
+cells are known, never NEW, and the tests mark them xfail without strict (KnownFault.certain).
 """
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ class KnownFault:
 
     @property
     def classification(self) -> str:
-        """The fault's kind (a key of KINDS): `kind` when given; else "gelulab" for gelulab's own formula
-        or kernel (impl "formula" or "kernel"), "unreported" when the link says no upstream report exists ("no ... report ..."), and
-        "upstream" otherwise."""
+        """The fault's kind (a key of KINDS): `kind` when given; else "gelulab" for gelulab's own formula or kernel
+        (impl "formula" or "kernel"), "unreported" when the link says no upstream report exists ("no ... report ..."),
+        and "upstream" otherwise."""
         if self.kind is not None:
             return self.kind
         if self.impl in ("formula", "kernel"):  # the kernel's own cells, and its float64 cells, which are the formula's
@@ -72,7 +73,8 @@ class KnownFault:
 
     def matches(self, group, region: str) -> bool:
         """True when this fault covers `group` (a experiments.parity.engine.Group) on `region`: its fields match,
-        and with `dispatch`, the group's level is one of them or was never measured (MEASURED_DISPATCH)."""
+        and with `dispatch`, the group's level is one of them or was never measured (its record's
+        `measured_dispatch`)."""
         if self.backend is not None and group.backend != self.backend:
             return False
         if self.dispatch is not None and group.dispatch not in self.dispatch and _measured(group):
@@ -100,19 +102,11 @@ class KnownFault:
                 f"{list(self.dispatch)}; this machine's level {group.dispatch!r} was not measured)")
 
 
-# The CPU dispatch levels (core.parity.cpu_dispatch) at which the whole table below was measured, per backend: forced with
-# ATEN_CPU_CAPABILITY, XLA_FLAGS=--xla_cpu_max_isa and NPY_DISABLE_CPU_FEATURES on an Intel Xeon (AVX-512) by
-# `make test-dispatch`. An entry with `dispatch` is certain only at these levels.
-MEASURED_DISPATCH: dict[str, tuple[str, ...]] = {
-    "torch": ("default", "avx2", "avx512"),
-    "jax": ("sse4_2", "avx2", "avx512"),
-    "tensorflow": ("sse4_2", "avx2", "avx512"),
-    "numpy": ("x86_v2", "x86_v3", "x86_v4", "avx512_icl", "avx512_spr"),
-}
-
-
 def _measured(group) -> bool:
-    return group.dispatch in MEASURED_DISPATCH.get(group.backend, ())
+    """Whether the group's CPU dispatch level is one its backend's known faults were measured at: a level of its
+    capability record's `measured_dispatch` (`group.capabilities`; a group without a record was measured nowhere)."""
+    record = getattr(group, "capabilities", None)
+    return record is not None and group.dispatch in record.measured_dispatch
 
 
 # Mechanisms: (reason, link) or (reason, link, kind); a cell failing for two reasons names both. Without a kind

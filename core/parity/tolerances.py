@@ -15,8 +15,9 @@ nan == nan), and for order 0 the sign of a zero result must match too (gelu(-inf
 * FORMULA_GOALS: gelulab's own formula is held to its accuracy goal: within 1 ULP in bfloat16/float16 and 4 ULP in
   float32, values and derivatives, no absolute floor; float64 is measured (<= 2048 ULP, with results below the
   smallest normal judged absolutely).
-* OVERRIDES: platform behaviour that is not an activation bug, each with its reason, per backend x impl x mode x
-  device (None matches any).
+* Overrides: platform behaviour that is not an activation bug, each with its reason, per backend x impl x mode x
+  device (None matches any): a backend whose capability record lists `flushes_subnormals` flushes those dtypes'
+  subnormals to zero on the CPU (`overrides`), and the group carries its record (`overrides_for`).
 * Known upstream faults with links live in core.parity.known_faults; the tests turn a cell that matches one into
   xfail(strict=True), so a framework fix shows up as XPASS. The report flags the cell with the link.
 """
@@ -109,23 +110,28 @@ class Override:
     flush_subnormals: bool = True
 
 
-OVERRIDES: tuple[Override, ...] = (
-    Override(
-        "XLA's CPU runtime runs with flush-to-zero / denormals-are-zero: float64, float32 and bfloat16 subnormal "
-        "inputs read as +-0 and subnormal results are written as 0 (measured: jax.nn.relu(1e-40) == 0)",
-        backend="jax", device="cpu", dtypes=("float64", "float32", "bfloat16"),
-    ),
-    Override(
-        "TensorFlow sets flush-to-zero / denormals-are-zero in its CPU kernels and XLA: float64, float32 and bfloat16 "
-        "subnormals read and written as 0",
-        backend="tensorflow", device="cpu", dtypes=("float64", "float32", "bfloat16"),
-    ),
-)
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def overrides(records) -> tuple[Override, ...]:
+    """The Overrides of the backends with these capability records (core.contracts.contract.Capabilities), in their
+    order: one per record that lists `flushes_subnormals`, on the CPU, for those dtypes."""
+    return tuple(
+        Override(f"{r.name}'s CPU runtime runs with flush-to-zero / denormals-are-zero: "
+                 f"{_and(r.flushes_subnormals)} subnormal inputs read as +-0 and subnormal results are written as 0",
+                 backend=r.name, device="cpu", dtypes=tuple(r.flushes_subnormals))
+        for r in records if r.flushes_subnormals
+    )
+
 
 def overrides_for(group) -> list[Override]:
-    """The Overrides that apply to a experiments.parity.engine.Group (listed in the report beside the cell)."""
+    """The Overrides that apply to a experiments.parity.engine.Group (listed in the report beside the cell): those of
+    its backend's capability record (`group.capabilities`; none for a group without one)."""
+    record = getattr(group, "capabilities", None)
     return [
-        o for o in OVERRIDES
+        o for o in overrides(() if record is None else (record,))
         if all(w is None or w == h for w, h in ((o.backend, group.backend), (o.impl, group.impl),
                                                   (o.mode, group.mode), (o.device, group.device)))
         and (o.dtypes is None or group.dtype in o.dtypes)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gelulab.backends import BACKEND_NAMES, get_backend, reproducible, selected_backends
+from gelulab.backends import BACKEND_NAMES, capabilities, get_backend, reproducible, selected_backends
 from gelulab.core.activations import ACTIVATIONS, IMPLS
 from gelulab.core.contracts.interface import ORDERS
 from gelulab.core.numerics.dtypes import DTYPES
@@ -30,9 +30,9 @@ from gelulab.core.parity.reference import reference, reference_float
 from gelulab.core.parity.regions import ISSUE_TAIL_POINT, REGIONS
 from gelulab.core.parity.tolerances import (
     FORMULA_GOALS,
-    OVERRIDES,
     TOLERANCES,
     in_root_window,
+    overrides,
     overrides_for,
     tolerance,
 )
@@ -516,12 +516,13 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         c = _counts(rows)
         links = sorted({r["known_fault"]["link"] for r in rows if r["flag"] == "upstream"})
         env = environment(backends)
+        platform = overrides(capabilities(n) for n in BACKEND_NAMES)  # every registered backend's, as records say
         data = {
             "environment": env, "elapsed_s": elapsed, "store": log, "cells": rows, "behaviour": behaviour_js,
             "modes": sorted({r["mode"] for r in rows}), "orders": sorted({r["order"] for r in rows}),
             "tolerances": {f"{d}/d{o}": vars(t) for (d, o), t in TOLERANCES.items()},
             "formula_goals": {f"{d}/d{o}": vars(t) for (d, o), t in FORMULA_GOALS.items()},
-            "overrides": [vars(o) for o in OVERRIDES],
+            "overrides": [vars(o) for o in platform],
             "known_faults": [{**vars(f), "kind": f.classification} for f in KNOWN_FAULTS],
             "n_flagged": c["flagged"], "n_known": c["upstream"] + c["unreported"] + c["gelulab"],
             "n_upstream": c["upstream"], "n_unreported": c["unreported"], "n_own": c["gelulab"],
@@ -542,7 +543,7 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
             "\n## Special-value behaviour (eager, value)\n", behaviour_md,
             "\n## The vector-fill case\n\n", tail_point_table(raw),
             "\n## Platform overrides applied\n\n" + "".join(f"- {o.backend}/{o.device} {o.dtypes}: {o.reason}\n"
-                                                            for o in OVERRIDES),
+                                                            for o in platform),
             "\n## Versions\n\n" + "".join(f"- {k}: {v}\n" for k, v in env["frameworks"].items())
             + "".join(f"- {k} threads in effect: {v}\n" for k, v in env["threads_in_effect"].items()),
             f"- python {env['python']}, numpy {env['numpy']}, scipy {env['scipy']}, mpmath {env['mpmath']}\n",

@@ -13,6 +13,7 @@ from functools import cache
 import numpy as np
 
 from gelulab.core.activations import ACTIVATIONS, IMPLS, get_activation
+from gelulab.core.contracts.contract import Capabilities
 from gelulab.core.contracts.interface import ORDERS
 from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.numerics.metrics import ErrorSummary, abs_error, rel_error, summarize, ulp_distance
@@ -28,7 +29,10 @@ class Group:
     """One evaluation: backend name, impl ("formula"/"builtin"/"kernel"), activation key, dtype name, mode
     ("eager"/"compiled"), derivative order (0, 1, 2), device ("cpu", "gpu", "tpu") and the framework's CPU dispatch
     level it runs at (Backend.cpu_dispatch: "avx2", ...; None off the CPU or unknown). The id leaves the level out:
-    a group is the same cell of the matrix on every machine, measured at the level of the machine it runs on."""
+    a group is the same cell of the matrix on every machine, measured at the level of the machine it runs on.
+    capabilities: the backend's record (core.contracts.contract.Capabilities), whose `measured_dispatch` and
+    `flushes_subnormals` the known faults and tolerances read; None for a group built without one (measured at no
+    level, no flush-to-zero); not part of the group's identity."""
 
     backend: str
     impl: str
@@ -38,6 +42,7 @@ class Group:
     order: int
     device: str = "cpu"
     dispatch: str | None = None
+    capabilities: Capabilities | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -105,7 +110,7 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
     Order 2 is evaluated for the GELU forms and ReLU alike (ReLU'' = 0). Builtins a framework lacks, kernels of
     entries without one (their catalogue `kernel` is None) or of a backend without kernels, and dtypes a backend
     does not hold (its record's `dtypes`) are left out. Each group carries its backend's
-    CPU dispatch level."""
+    CPU dispatch level and capability record."""
     out = []
     for b in backends:
         dispatch = b.cpu_dispatch()
@@ -118,7 +123,8 @@ def groups(backends, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes=tuple(DTYPES),
                         continue
                     for dtype in (d for d in dtypes if d in b.capabilities.dtypes):
                         for order in orders:
-                            out.append(Group(b.name, impl, key, dtype, mode, order, b.device, dispatch))
+                            out.append(Group(b.name, impl, key, dtype, mode, order, b.device, dispatch,
+                                           b.capabilities))
     return out
 
 
