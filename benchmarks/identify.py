@@ -43,8 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def subjects(names) -> dict:
     """{expression: callable} to time: each installed backend's own (backends/<name>/subjects.py,
     core.contracts.contract.Subjects), in the registry's order, then gelulab's own (gelulab.gelu by default, the
-    framework's op, and with impl="kernel"; its torch layer's kernel where torch is installed)."""
+    framework's op, and with impl="kernel"; then the kernel of the gelulab layer of each backend whose record names a
+    layers module, where the layer is a callable rather than a model: a Flax linen module is audited, with its
+    variables, by identify)."""
     import gelulab
+    from gelulab.api import audit
 
     out = {}
     for name in names:
@@ -54,10 +57,12 @@ def subjects(names) -> dict:
     out["functools.partial(gelulab.gelu, impl='kernel')"] = functools.partial(gelulab.gelu, impl="kernel")
     out["functools.partial(gelulab.gelu, approximate='tanh', impl='kernel')"] = functools.partial(
         gelulab.gelu, approximate="tanh", impl="kernel")
-    if "torch" in names:
-        from gelulab.layers.torch import GELU
-
-        out["gelulab.layers.torch.GELU('sigmoid', impl='kernel')"] = GELU("sigmoid", impl="kernel")
+    for name in names:
+        module = capabilities(name).layers
+        if module is not None:
+            layer = importlib.import_module(f"gelulab.layers.{module}").GELU("sigmoid", impl="kernel")
+            if not audit.is_model(layer):
+                out[f"gelulab.layers.{module}.GELU('sigmoid', impl='kernel')"] = layer
     return out
 
 
@@ -97,7 +102,7 @@ def run(args) -> int:
         print(f"{expression}: {first.variant} ({first.seconds:.3f} s first, {median:.4f} s median)", flush=True)
     env = {"python": platform.python_version(), "numpy": np.__version__, "cpu": cpu_model(),
            "cores": os.cpu_count(), "threads": config.threads(), "threads_in_effect": threads,
-           "versions": _versions()}
+           "versions": _versions(names)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "identify.json", {"environment": env, "reference_s": reference_s, "rows": rows,
@@ -113,15 +118,20 @@ def _next(result) -> list:
     return [others[0][1], others[0][0]] if others else []
 
 
-def _versions() -> dict:
+def _versions(names) -> dict:
+    """{package: version}: each registered backend's framework packages (its activations module's versions() where
+    installed, its record's `package` "not installed" where not), then transformers' and mpmath's."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("torch", "jax", "tensorflow", "keras", "transformers", "mpmath"):
+    for name in BACKEND_NAMES:
+        out.update(activations_module(name).versions() if name in names
+                   else {capabilities(name).package: "not installed"})
+    for package in ("transformers", "mpmath"):  # the activation modules of transformers' subjects; the reference
         try:
-            out[name] = version(name)
+            out[package] = version(package)
         except PackageNotFoundError:
-            out[name] = "not installed"
+            out[package] = "not installed"
     return out
 
 
