@@ -2,9 +2,10 @@
 
 Each backend's record lists the optional modules of its folder that gelulab's tools call on a user's own callables
 and models (Capabilities.tools; core.contracts.contract.TOOLS): `probe` (api.probe), `surgery` (api.surgery),
-`audit` (api.audit), `model_bench` (benchmarks.model). A tool module imports its framework inside its functions
-only, so importing it imports no framework; api reaches the frameworks through them alone, and asks whether the
-caller has imported a framework through `loaded` (gelulab never imports a framework the caller has not imported).
+`audit` (api.audit), `model_bench` (benchmarks.model), `warmup` (`gelulab warmup`). A tool module imports its
+framework inside its functions only, so importing it imports no framework; api reaches the frameworks through them
+alone, and asks whether the caller has imported a framework through `loaded` (gelulab never imports a framework the
+caller has not imported).
 
 The interface of each tool module:
   probe: MODULES (top-level module names whose callables take this framework's arrays: ("torch",
@@ -22,6 +23,8 @@ The interface of each tool module:
     process-exit script and the arms it is run with, benchmarks.first_call.process_exit); optionally SLOW_COMPILE
     (its compiler takes minutes: --quick leaves the compiled rows out) and FIRST_CALL_SCRIPT, FIRST_CALL_FRAMEWORK,
     FIRST_CALL_CACHE, FIRST_CALL_TRANSFORM (the first-call figures, benchmarks.first_call.measure).
+  warmup: warmup(keys, device) -> list of files (builds, or loads where built, the kernel loops of catalogue
+    entries `keys` ahead, so later processes run them from the first call), cache() -> the folder they are kept in.
 """
 from __future__ import annotations
 

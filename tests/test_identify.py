@@ -452,7 +452,7 @@ def test_every_backend_tool_module_a_record_lists_exists_and_imports_no_framewor
     wanted = {"probe": ("MODULES", "ARRAY_KIND", "owner", "native", "as_numpy", "context", "float64_note"),
               "surgery": ("MODEL_TYPE", "owns", "activation_module", "swap"),
               "audit": ("reads_path", "reads_object", "read"),
-              "model_bench": ("OVERHEAD",)}
+              "model_bench": ("OVERHEAD",), "warmup": ("warmup", "cache")}
     listed = [(name, t) for name, caps in REGISTRY.items() for t in caps.tools]
     assert ("numpy", "probe") in listed and ("torch", "surgery") in listed  # the records are not empty
     for name, t in listed:

@@ -9,7 +9,7 @@ CAPABILITIES = Capabilities(
     autodiff=True, thread_control=("intra_op",),
     modules=("activations", "kernels", "bench", "bert", "moons", "subjects", "hf"), dispatcher="aten",
     dtypes=("float64", "float32", "bfloat16", "float16"), array_type="torch.Tensor", eager_kernels_compile=True,
-    tools=("probe", "surgery", "audit", "model_bench"), layers="torch",
+    tools=("probe", "surgery", "audit", "model_bench", "warmup"), layers="torch",
     # forced with ATEN_CPU_CAPABILITY on an Intel Xeon (AVX-512) by `make test-dispatch`
     measured_dispatch=("default", "avx2", "avx512"),
 )

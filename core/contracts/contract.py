@@ -274,7 +274,7 @@ class PretrainedBert(Protocol):
 # loaded): "probe" (api.probe feeds identify's probe to the framework's callables), "surgery" (gelulab.swap replaces
 # the activations of its models), "audit" (api.audit reads its models and files), "model_bench" (gelulab bench
 # --model times its models)
-TOOLS = ("probe", "surgery", "audit", "model_bench")
+TOOLS = ("probe", "surgery", "audit", "model_bench", "warmup")
 
 PROTOCOLS = {"activations": ActivationOps, "kernels": KernelOps, "bench": BenchHooks, "bert": Encoder, "moons": Trainer,
              "subjects": Subjects, "hf": PretrainedBert}
@@ -298,12 +298,12 @@ class Capabilities:
     eager_kernels_compile: whether an eager call of a kernel compiles it first (TensorFlow: an XLA computation per
     shape and dtype; torch: the inductor loop under GELULAB_KERNEL_COMPILE=wait), so a test of it costs a compile
     (the suite marks such tests `compile`); default False; tools: the optional tool modules of the folder (some of
-    TOOLS: "probe", "surgery", "audit", "model_bench"), default (); layers: the module of gelulab.layers holding
-    this backend's layers ("torch", "keras", "flax"), None where it has none; measured_dispatch: the CPU dispatch
-    levels of its dispatcher at which its known faults were measured (forced by `make test-dispatch`): a fault row
-    keyed by `dispatch` must hold at these levels and may or may not occur at another (core.parity.known_faults),
-    default (); flushes_subnormals: the dtypes whose subnormal inputs and results the framework's CPU runtime flushes
-    to zero (flush-to-zero / denormals-are-zero), which the parity tolerances accept there
+    TOOLS: "probe", "surgery", "audit", "model_bench", "warmup"), default (); layers: the module of gelulab.layers
+    holding this backend's layers ("torch", "keras", "flax"), None where it has none; measured_dispatch: the CPU
+    dispatch levels of its dispatcher at which its known faults were measured (forced by `make test-dispatch`): a fault
+    row keyed by `dispatch` must hold at these levels and may or may not occur at another (core.parity.known_faults),
+    default (); flushes_subnormals: the dtypes whose subnormal inputs and results the framework's CPU runtime flushes to
+    zero (flush-to-zero / denormals-are-zero), which the parity tolerances accept there
     (core.parity.tolerances.overrides), default ().
 
     Raises ValueError on construction for a record that contradicts itself (unknown mode, device, module, tool or

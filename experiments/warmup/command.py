@@ -1,4 +1,5 @@
-"""`gelulab warmup [--activation KEY[,KEY...]] [--device cpu]`: build torch's float32 kernel loops ahead.
+"""`gelulab warmup [--activation KEY[,KEY...]] [--device cpu]`: build torch's float32 kernel loops ahead (through
+the warmup tool of each backend whose record lists one: backends/torch/warmup.py).
 
 Only for impl="kernel", which is opt-in: gelulab's default in your model is the framework's own op, which needs
 no warm-up. Builds, in child processes (one kernel at a time, never in this process), the AOTInductor loop of each torch
@@ -43,12 +44,18 @@ def _keys(text: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Build the kernel loops of the activations named with the warmup tool of every backend whose record lists one
+    (backends.tools; torch), one line per activation, then the folder they are kept in; returns 0."""
     keys = _keys(args.activation)
-    from gelulab.backends.torch import kernels as TK
+    from gelulab.backends.tools import tool, with_tool
 
-    for key in keys:
-        t0 = time.perf_counter()
-        paths = TK.warmup([key], args.device)
-        print(f"{key}: {len(paths)} kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    print(f"cache: {TK.config.kernel_cache()}")
+    names = with_tool("warmup")
+    for name in names:
+        warmup = tool(name, "warmup")
+        prefix = f"{name} " if len(names) > 1 else ""
+        for key in keys:
+            t0 = time.perf_counter()
+            paths = warmup.warmup([key], args.device)
+            print(f"{prefix}{key}: {len(paths)} kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
+        print(f"{prefix}cache: {warmup.cache()}")
     return 0
