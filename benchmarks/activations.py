@@ -18,19 +18,21 @@ Outputs (default results/bench/): bench.json (environment: CPU, cores, threads a
 ratios), bench.md (tables), throughput_<backend>_<dtype>.png (log-log throughput vs size with the bandwidth line).
 While a run is under way (after each backend) and when it is interrupted, its results so far go to
 bench.partial.json and bench.partial.md ("partial": true): the last complete bench.json is replaced only when the
-new run completes (atomically), which then removes the partial files. One run at a time holds --out (core.plumbing.lock).
+new run completes (atomically), which then removes the partial files. One run at a time holds --out
+(core.plumbing.lock).
 
 Settings: `gelulab.reproducible(threads=GELULAB_THREADS or --threads, default 1)` is called before any backend
-loads (thread counts, JAX x64, no TF32), and the thread counts actually in effect are recorded per backend. OPENBLAS_CORETYPE is left as the environment sets
-it (it is recorded); to benchmark without it, unset it on the command line of that one run:
+loads (thread counts, JAX x64, no TF32), and the thread counts actually in effect are recorded per backend.
+OPENBLAS_CORETYPE is left as the environment sets it (it is recorded); to benchmark without it, unset it on the
+command line of that one run:
 `env -u OPENBLAS_CORETYPE python -m benchmarks.activations`.
 
-Default grid on a CPU: 5 activations × 3 impls (builtin, formula, kernel) × 2 directions × 5 sizes (1e3..1e7)
-× 2 dtypes (float32, bfloat16) × 2 modes (numpy: eager only), 2100 cells with numpy, jax, torch and TensorFlow
-(over 7 min on the 2-core reference machine; with 4 activations and 2 impls, 1120 cells took about 10 min);
---quick: 84 cells and the training step, about a minute (64.5 s wall, 56 s of it timing); --full adds float16 and float64 (3360 cells; with 2 impls 2240 cells took
-22 min there, 34 min with cold compiler caches);
---device gpu on a machine with a GPU (sizes to 1e8).
+Default grid on a CPU: one cell per backend × activation × impl (builtin, formula, and kernel where the entry has
+one) × direction × size (1e3..1e7) × dtype (float32, bfloat16) × mode (eager, and compiled where the backend's
+record has it); docs/commands.md gives the cell counts of today's catalogue and backends and the times on the 2-core
+reference machine. --quick narrows each axis not filtered to benchmarks/grid.py QUICK (the headline activations,
+float32, one size) and keeps the training step, about a minute; --full adds float16 and float64 (twice the default
+grid's cells); --device gpu on a machine with a GPU (sizes to 1e8).
 
 Reading the figures: an activation allocates its output on every call; glibc malloc serves blocks over its mmap
 threshold (at most 32 MiB) with fresh pages from the kernel, so at n = 1e7 float32 and above every call also pays
