@@ -127,12 +127,16 @@ INF_VALUE_torch = (
     'upstream',
 )
 NUMPY_REF = (
-    "numpy's builtin is PyTorch OpInfo's reference (x*norm.cdf(x); 0.5*x*(1+tanh(u))): 1+tanh cancels below x~-7, scipy's ndtr is ~2e-13 relative accurate below x~-30 in float64 (beyond the 1e-13 tolerance), and -inf*0 gives NaN",
-    'https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py (reference_gelu)',
+    ("numpy's builtin is PyTorch OpInfo's reference (x*norm.cdf(x); 0.5*x*(1+tanh(u))): 1+tanh cancels below "
+     "x~-7, scipy's ndtr is ~2e-13 relative accurate below x~-30 in float64 (beyond the 1e-13 tolerance), and "
+     "-inf*0 gives NaN"),
+    ('https://github.com/pytorch/pytorch/blob/main/torch/testing/_internal/common_methods_invocations.py '
+     '(reference_gelu)'),
     'unreported',
 )
 OVERFLOW_GRAD = (
-    "x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN where f' is 1 or 0 and f'' is 0",
+    ("x^2 or x^3 overflows inside the builtin's derivative for large |x| (float16 from x=148..256), giving inf/NaN "
+     "where f' is 1 or 0 and f'' is 0"),
     'no torch/jax/tf report found (2026-11); same fault: https://github.com/facebookresearch/fairseq/issues/2235',
 )
 XLA_F16_NO_F16C = (

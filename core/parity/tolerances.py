@@ -75,7 +75,8 @@ TOLERANCES: dict[tuple[str, int], Tol] = {
 # argument x/sqrt(2) (or u) is rounded once, and erfc/sigmoid amplify that by about x^2 (|2u|) in the tail.
 # float64: every normal result is judged by ULP (subnormal results absolutely); where a subnormal intermediate makes
 # gelulab's own formula miss this (erfc(-x/sqrt 2) is subnormal for x < -37.5 while x Phi(x) is normal until -38.5),
-# core/parity/known_faults.py lists the cells. Near the roots of f' and f'' derivatives are judged within 4 eps absolutely.
+# core/parity/known_faults.py lists the cells. Near the roots of f' and f'' derivatives are judged within 4 eps
+# absolutely.
 FORMULA_GOALS: dict[tuple[str, int], Tol] = {}
 for _order in (0, 1, 2):
     FORMULA_GOALS[("bfloat16", _order)] = Tol(max_ulp=1)
@@ -85,8 +86,8 @@ for _order in (0, 1, 2):
                                              atol_root=4 * _eps("float64") if _order else 0)
 
 
-# gelulab's float32 kernels (core.numerics.kernels): within 1 ULP of the correctly rounded value in float32, bfloat16 and
-# float16, values and first derivatives; second derivatives within 4 ULP in float32 (1 ULP in bfloat16/float16).
+# gelulab's float32 kernels (core.numerics.kernels): within 1 ULP of the correctly rounded value in float32, bfloat16
+# and float16, values and first derivatives; second derivatives within 4 ULP in float32 (1 ULP in bfloat16/float16).
 # float64 inputs take the formula, so they keep its goal.
 KERNEL_GOALS: dict[tuple[str, int], Tol] = {}
 for _order in (0, 1, 2):
