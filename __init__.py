@@ -37,9 +37,8 @@ def _version() -> str:
     except _metadata.PackageNotFoundError:
         pass
     try:
-        from pathlib import Path
-
         import tomllib
+        from pathlib import Path
 
         return tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["project"]["version"]
     except (ImportError, OSError, KeyError):

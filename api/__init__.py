@@ -155,5 +155,6 @@ def relu(x, impl: str | None = None):
 
 def silu(x, impl: str | None = None):
     """SiLU(x) = x sigmoid(x) (Elfwing et al. 2018, arXiv:1702.03118) of a native array, the same kind out.
-    impl: None (default) or "builtin" (F.silu, jax.nn.silu, tf.nn.silu), "kernel" or "formula" (see apply). Raises ValueError when the catalogue has no "silu" entry, otherwise as gelu."""
+    impl: None (default) or "builtin" (F.silu, jax.nn.silu, tf.nn.silu), "kernel" or "formula" (see apply). Raises
+    ValueError when the catalogue has no "silu" entry, otherwise as gelu."""
     return _apply("silu", x, impl, "gelulab.silu(x)")

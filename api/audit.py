@@ -18,10 +18,10 @@ them and gives, per site, either
 `report` identifies every site (api.probe: the catalogue variant within the probe's tolerance, or none with the
 nearest; its distance to each variant; the known faults it shows) and measures its error in ULPs against the
 correctly rounded reference of that variant (core.parity.reference, mpmath) per region: the bulk
-(x >= -3), the negative tail (x < -3, where sums cancel and subnormals flush) and the specials (+-inf, NaN). `compare` aligns the sites of two
-reports in their order and says, per pair, "same variant", "VARIANT CHANGED" (with the largest difference and
-the input where it is) or "same variant, accuracy differs" (a tail lost, a larger error in the bulk, a special
-value wrong).
+(x >= -3), the negative tail (x < -3, where sums cancel and subnormals flush) and the specials (+-inf, NaN). `compare`
+aligns the sites of two reports in their order and says, per pair, "same variant", "VARIANT CHANGED" (with the largest
+difference and the input where it is) or "same variant, accuracy differs" (a tail lost, a larger error in the bulk, a
+special value wrong).
 """
 from __future__ import annotations
 
@@ -296,7 +296,8 @@ def table(r: ModelReport) -> str:
     """The sites of one report as a Markdown table, with a heading naming the source, format and runtime."""
     n = len(r.sites)
     lines = [f"{r.source} ({r.format}; {r.runtime}): {n} activation site{'s' if n != 1 else ''}", "",
-             "| # | site | op | computes | distance | ULP x >= -3: median / p99 / max | ULP x < -3: max | faults | probed |",
+             ("| # | site | op | computes | distance | ULP x >= -3: median / p99 / max | ULP x < -3: max | faults "
+              "| probed |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for i, s in enumerate(r.sites):
         bulk, tail = s.ulps.get("bulk"), s.ulps.get("negative tail")

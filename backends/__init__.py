@@ -39,9 +39,9 @@ BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
 READER_FOLDERS: tuple[str, ...] = ("onnx",)
 INSTALL_HINT: dict[str, str] = {c.name: c.install_hint for c in _RECORDS}
 
-__all__ = ["BACKEND_NAMES", "PACKAGES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities", "DeviceUnavailable",
-           "capabilities", "get_backend", "installed_backends", "parse_backend_list", "reproducible",
-           "requested_backends", "selected_backends"]
+__all__ = ["BACKEND_NAMES", "PACKAGES", "REGISTRY", "Backend", "BackendUnavailable", "Capabilities",
+           "DeviceUnavailable", "capabilities", "get_backend", "installed_backends", "parse_backend_list",
+           "reproducible", "requested_backends", "selected_backends"]
 
 
 class BackendUnavailable(RuntimeError):
@@ -106,7 +106,8 @@ def activations_module(name: str, apply: bool = True):
 
 
 def apply_settings(name: str, module, settings) -> dict:
-    """Apply core.plumbing.settings.Settings to backend `name` through its activations `module`; returns what was set."""
+    """Apply core.plumbing.settings.Settings to backend `name` through its activations `module`; returns what was
+    set."""
     done = module.apply_settings(settings)
     _applied[name] = settings
     return done

@@ -21,11 +21,14 @@ COMMANDS = {
     "parity": ("gelulab.experiments.parity.command", "forward and gradient parity against the mpmath reference"),
     "moons": ("gelulab.experiments.moons.command", "ReLU vs GELU MLPs on make_moons, many seeds, statistics and plots"),
     "bench": ("gelulab.benchmarks.activations", "activation speed per backend against the machine's copy bandwidth"),
-    "swap": ("gelulab.experiments.swap.command", "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
-    "identify": ("gelulab.experiments.identify.command", "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
+    "swap": ("gelulab.experiments.swap.command",
+             "swap GELU in a pretrained MiniLM BERT, measure the damage, fine-tune"),
+    "identify": ("gelulab.experiments.identify.command",
+                 "which GELU (or ReLU, SiLU) a callable computes; are two the same?"),
     "merge": ("gelulab.experiments.merge.command", "results of several machines, devices or versions side by side"),
     "verify": ("gelulab.experiments.verify.command",
-               "every float32 input (or a stride of them) through each backend's float32 kernel, against the correctly rounded value"),
+               ("every float32 input (or a stride of them) through each backend's float32 kernel, against the "
+                "correctly rounded value")),
     "warmup": ("gelulab.experiments.warmup.command",
                "build torch's float32 kernel loops (impl=\"kernel\") ahead, once per machine and version"),
 }
@@ -240,8 +243,9 @@ def _interrupt_handlers(state: dict | None = None):
     (raised in a gc callback) is sent again (core.plumbing.interrupts). Yields `state` (a new dict when None), whose
     "signum" is the last signal received (SIGINT until one arrives), "command" the line's prefix and "started"
     whether the command's work had begun. The hook that sends a dropped interrupt again goes in first, then the
-    handlers, before any further import of gelulab's, so a KeyboardInterrupt may come from entering the block too. The caller's handlers are put back;
-    one installed outside Python (signal.getsignal gives None) is left as it is, since it could not be put back."""
+    handlers, before any further import of gelulab's, so a KeyboardInterrupt may come from entering the block too. The
+    caller's handlers are put back; one installed outside Python (signal.getsignal gives None) is left as it is, since
+    it could not be put back."""
     import signal
     import threading
 

@@ -6,8 +6,8 @@
 By default (impl=None) they compute with jax.nn's own op (jax.nn.gelu(approximate=...), relu, silu; the sigmoid
 form as x * jax.nn.sigmoid(1.702 x)), so a model costs what it costs with jax.nn.gelu; impl="kernel" opts in to
 gelulab's float32 kernel within 1 ULP (about 8-9x jax.nn's op per call on a CPU), impl="formula" to its correctly
-rounded formula. They have no parameters and run under jax.jit, grad and vmap. In a flax.nnx model no layer is needed: call the
-function `gelulab.gelu(x, approximate=...)` in `__call__` (it dispatches on the jax array, tracers included).
+rounded formula. They have no parameters and run under jax.jit, grad and vmap. In a flax.nnx model no layer is needed:
+call the function `gelulab.gelu(x, approximate=...)` in `__call__` (it dispatches on the jax array, tracers included).
 """
 from __future__ import annotations
 

@@ -170,8 +170,8 @@ def dtype_name(x) -> str:
 
 
 def wide(name: str) -> str:
-    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide), except float32 on a TPU, which has no
-    float64 and stays float32."""
+    """The dtype gelulab's formulas compute `name` in (core.numerics.dtypes DType.wide), except float32 on a TPU, which
+    has no float64 and stays float32."""
     if name == "float32" and jax_device().platform == "tpu":
         return "float32"  # TPUs have no float64: float32 inputs are computed in float32 there
     return get_dtype(name).wide
@@ -211,8 +211,8 @@ def with_derivatives(f0, f1, f2):
     """f0 with jvp t * f1(x), and f1 with jvp t * f2(x) (jax.custom_jvp; reverse mode transposes them), so
     jax.grad, jax.vjp and jax.jvp of f0 run f1 and f2, to second order. XLA's CPU runtime flushes subnormals, and
     reverse mode through e^w passes the cotangent e^w * (d f / d e^w), of the size of f itself: where f is just below
-    the smallest normal and f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of
-    one jax.Array returning an array of its dtype and shape. The returned function's attribute `d1` is f1 with its
+    the smallest normal and f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions
+    of one jax.Array returning an array of its dtype and shape. The returned function's attribute `d1` is f1 with its
     rule (backends/jax/kernels.py builds its kernels the same way)."""
     d1 = _with_jvp(f1, f2)
     f = _with_jvp(f0, d1)

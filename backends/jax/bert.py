@@ -1,4 +1,5 @@
-"""JAX BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (optax.adam under jax.jit).
+"""JAX BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (optax.adam under
+jax.jit).
 
 Architecture: Devlin et al. 2019 (arXiv:1810.04805), post-LayerNorm, as transformers' BertModel; attention through
 jax.nn.dot_product_attention (layout B, T, heads, head_dim) with a boolean padding mask, LayerNorm through
@@ -16,7 +17,8 @@ from gelulab.backends.jax.activations import jax_device
 
 
 def to_framework(params: dict) -> dict:
-    """experiments.swap.model params (numpy float32) -> the same pytree of float32 jax arrays on the backend's device."""
+    """experiments.swap.model params (numpy float32) -> the same pytree of float32 jax arrays on the backend's
+    device."""
     return jax.device_put(jax.tree.map(lambda a: np.asarray(a, np.float32), params), jax_device())
 
 

@@ -1,5 +1,5 @@
-"""JAX glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over jax.numpy and jax.lax, and each
-kernel as a jax.jit-compiled function with its own derivative (jax.custom_jvp), composable to second order.
+"""JAX glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over jax.numpy and jax.lax, and
+each kernel as a jax.jit-compiled function with its own derivative (jax.custom_jvp), composable to second order.
 
 `kernel(key)(x)`: x a jax.Array of float32, bfloat16 or float16 (computed in float32, rounded once); its jvp is
 t * f'(x) by the f' kernel, whose own jvp is t * f''(x); jax transposes them for reverse mode, so jax.grad,
@@ -27,7 +27,9 @@ class _Namespace:
 
     @staticmethod
     def where(c, a, b):
-        return jnp.where(c, jnp.float32(a) if isinstance(a, float) else a, jnp.float32(b) if isinstance(b, float) else b)
+        return jnp.where(
+            c, jnp.float32(a) if isinstance(a, float) else a, jnp.float32(b) if isinstance(b, float) else b
+        )
 
     abs = staticmethod(jnp.abs)
     rint = staticmethod(jnp.round)  # round half to even

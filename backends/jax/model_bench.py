@@ -151,7 +151,10 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
         h = nn.Dense(256)(x)
-        h = jax.nn.gelu(h, approximate=False) if arm == "framework" else (L.GELU() if arm == "default" else L.GELU(impl="kernel"))(h)
+        if arm == "framework":
+            h = jax.nn.gelu(h, approximate=False)
+        else:
+            h = (L.GELU() if arm == "default" else L.GELU(impl="kernel"))(h)
         return nn.Dense(64)(h)
 model = MLP()
 x = jax.random.normal(jax.random.key(0), (64, 64))

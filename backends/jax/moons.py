@@ -4,8 +4,8 @@ The seeds are trained together with jax.vmap over the seed axis, and the 4400 st
 minibatches by default) run inside lax.scan (epochs) over lax.scan (minibatches), so the whole study of one
 arm is one XLA program, compiled once per (arm, impl, regime, dtype, shapes).
 
-matched: the shared numpy initial weights and order, and core.contracts.training.adam_step (Kingma & Ba 2015, Algorithm 1)
-  wrapped as an optax.GradientTransformation.
+matched: the shared numpy initial weights and order, and core.contracts.training.adam_step (Kingma & Ba 2015,
+  Algorithm 1) wrapped as an optax.GradientTransformation.
 native: flax.linen.Dense's default initialisers (lecun_normal kernel, zero bias) from jax.random.key(seed),
   shuffling with jax.random.permutation, and optax.adam(lr, b1, b2) with its default eps = 1e-8.
 """
@@ -39,7 +39,8 @@ class MLP(nn.Module):
 
 
 def kingma_ba_adam(c1, c2, lr: float, beta1: float, beta2: float, eps: float) -> optax.GradientTransformation:
-    """gelulab.core.contracts.training.adam_step as an optax transformation; c1, c2: (T,) bias corrections 1 - beta^t, t = 1..T."""
+    """gelulab.core.contracts.training.adam_step as an optax transformation; c1, c2: (T,) bias corrections
+    1 - beta^t, t = 1..T."""
 
     def init(params):
         zeros = jax.tree.map(jnp.zeros_like, params)
@@ -166,8 +167,8 @@ def _train(spec: TrainSpec) -> TrainOutput:
                   spec.beta2, spec.eps)
     if spec.regime == "matched":
         params, order = _params_from_numpy(spec.init, dtype), jnp.asarray(spec.order)
-        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) as an "
-                  f"optax transformation, eps={spec.eps:g}")
+        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) "
+                  f"as an optax transformation, eps={spec.eps:g}")
     else:
         model = MLP(tuple(spec.hidden), get_backend("jax").function(spec.arm, spec.impl), dtype)
         params, order = _native_start(spec, model, dtype)

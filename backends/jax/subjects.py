@@ -1,5 +1,5 @@
-"""JAX's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): jax.nn's GELU (its
-default approximate=True, the tanh form, and approximate=False), ReLU and SiLU. With jax_enable_x64 off, as a
+"""JAX's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): jax.nn's GELU
+(its default approximate=True, the tanh form, and approximate=False), ReLU and SiLU. With jax_enable_x64 off, as a
 user has it, jax is probed in float32 only.
 """
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 builtin: numpy/scipy has no GELU, so the builtin is the reference a numpy user writes, PyTorch OpInfo's
 `reference_gelu` (x * scipy.stats.norm.cdf(x), and the numpy tanh formula), evaluated in float64 and rounded to the
-input dtype (each catalogue entry's `builtins["numpy"]`). derivative: the closed-form derivatives of the catalogue (core.numerics.formulas), in the wide dtype.
+input dtype (each catalogue entry's `builtins["numpy"]`). derivative: the closed-form derivatives of the catalogue
+(core.numerics.formulas), in the wide dtype.
 """
 from __future__ import annotations
 

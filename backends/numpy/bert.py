@@ -1,4 +1,5 @@
-"""numpy BERT encoder for experiments.swap.model's weights: inference only (numpy has no autodiff, so no fine-tune here).
+"""numpy BERT encoder for experiments.swap.model's weights: inference only (numpy has no autodiff, so no fine-tune
+here).
 
 A fourth, framework-free reference for the parity tests. Architecture: Devlin et al. 2019 (arXiv:1810.04805),
 post-LayerNorm, as transformers' BertModel; softmax from scipy.special. Matrix products use OpenBLAS with the

@@ -18,7 +18,7 @@ def where(c, a, b):
     return np.where(c, a, b).astype(np.float32, copy=False)
 
 
-def abs(x):  # noqa: A001 - the namespace mirrors the framework's name
+def abs(x):  # the namespace mirrors the framework's name
     """|x| elementwise (np.abs)."""
     return np.abs(x)
 

@@ -9,11 +9,12 @@ Relu -> FusedGemm(activation='Relu'), ...).
 Sites are found in that graph as in the torch reader: a maximal connected region of elementwise nodes (ELEMENTWISE)
 that depend on one and the same tensor (scalar initializers and Constants aside), holding a nonlinear op
 (NONLINEAR); an op computing a whole activation (WHOLE: Gelu, Relu, ..., and onnxruntime's contrib Gelu, FastGelu,
-BiasGelu, QuickGelu) is a site of its own, and so is a FusedGemm with an `activation` attribute. Each region is cut out as a small ONNX model (one input, the region's
-nodes, their scalar initializers) and run by onnxruntime. The cut nodes are already the optimized ones, so the cut
-model runs with its graph optimizations off (ORT_DISABLE_ALL): exactly the nodes the whole model's session runs,
-with the same kernels. A non-scalar bias of a contrib op (BiasGelu's, FastGelu's) is set to zeros of shape (1,) and
-the probe fed as shape (n, 1), column 0 taken ("bias set to 0" in `how`); a FusedGemm gets weight 1 and bias 0.
+BiasGelu, QuickGelu) is a site of its own, and so is a FusedGemm with an `activation` attribute. Each region is cut out
+as a small ONNX model (one input, the region's nodes, their scalar initializers) and run by onnxruntime. The cut nodes
+are already the optimized ones, so the cut model runs with its graph optimizations off (ORT_DISABLE_ALL): exactly the
+nodes the whole model's session runs, with the same kernels. A non-scalar bias of a contrib op (BiasGelu's, FastGelu's)
+is set to zeros of shape (1,) and the probe fed as shape (n, 1), column 0 taken ("bias set to 0" in `how`); a FusedGemm
+gets weight 1 and bias 0.
 
 onnx and onnxruntime are imported inside the functions only.
 """
@@ -25,8 +26,17 @@ from pathlib import Path
 
 from gelulab.core.contracts.regions import connected, needed_by
 
-ELEMENTWISE = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Clip", "Max", "Min", "Cast", "Identity", "Where", "IsNaN", "IsInf", "Not", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "ThresholdedRelu", "PRelu", "Sign"])
-NONLINEAR = frozenset(["Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Clip", "Max", "Min", "Pow", "ThresholdedRelu", "PRelu"])
+ELEMENTWISE = frozenset([
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid",
+    "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
+    "Clip", "Max", "Min", "Cast", "Identity", "Where", "IsNaN", "IsInf", "Not", "Equal", "Greater", "Less",
+    "GreaterOrEqual", "LessOrEqual", "ThresholdedRelu", "PRelu", "Sign",
+])
+NONLINEAR = frozenset([
+    "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Selu", "Celu",
+    "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Clip", "Max", "Min", "Pow", "ThresholdedRelu",
+    "PRelu",
+])
 # onnxruntime's contrib activation ops (domain com.microsoft): {op: positions of a bias input}
 CONTRIB = {"Gelu": (), "FastGelu": (1,), "BiasGelu": (1,), "QuickGelu": ()}
 FUSED_WITH_ACTIVATION = ("FusedGemm",)
@@ -37,7 +47,10 @@ LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended":
 ORT_LEVELS = tuple(LEVELS)
 _MS = "com.microsoft"
 # ops computing a whole activation: a site of their own, never merged with the ops around them
-WHOLE = frozenset(["Gelu", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "ThresholdedRelu"])
+WHOLE = frozenset([
+    "Gelu", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
+    "ThresholdedRelu",
+])
 
 
 def reads_path(path: Path) -> bool:

@@ -36,8 +36,8 @@ def setup(device: str) -> None:
 
 
 def apply_settings(settings) -> dict:
-    """Apply core.plumbing.settings.Settings to TensorFlow (see gelulab.reproducible): intra-op and inter-op thread pools
-    (tf.config.threading; only before TF's runtime starts: later, a different count gives a RuntimeWarning and the
+    """Apply core.plumbing.settings.Settings to TensorFlow (see gelulab.reproducible): intra-op and inter-op thread
+    pools (tf.config.threading; only before TF's runtime starts: later, a different count gives a RuntimeWarning and the
     runtime keeps its own, which threads() reports with "applied": False) and
     tf.config.experimental.enable_tensor_float_32_execution(settings.tf32). Returns {setting: value set}."""
     done = {}
@@ -75,8 +75,8 @@ def versions() -> dict:
 
 
 def cpu_dispatch() -> str | None:
-    """The ISA level XLA targets in TensorFlow's compiled mode (core.parity.cpu_dispatch.xla_level; TF's eager kernels are
-    built into its wheel), None on a processor other than x86-64."""
+    """The ISA level XLA targets in TensorFlow's compiled mode (core.parity.cpu_dispatch.xla_level; TF's eager kernels
+    are built into its wheel), None on a processor other than x86-64."""
     return xla_level()
 
 
@@ -183,8 +183,8 @@ def with_derivatives(f0, f1, f2):
     """f0 with gradient g * f1(x), and f1 with gradient g * f2(x) (tf.custom_gradient, nested), so nested
     GradientTapes run f1 and f2 to second order. TensorFlow's CPU kernels and XLA flush subnormals, and the
     gradient through e^w passes a cotangent of the size of f itself: where f is just below the smallest normal and
-    f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor returning
-    a tensor of its dtype and shape.
+    f' is not, autodiff returns 0 (core.numerics.formulas' float64 tails). f0, f1, f2: functions of one tf.Tensor
+    returning a tensor of its dtype and shape.
 
     Each of f0, f1, f2 is called on tf.stop_gradient(x): the custom gradient is the derivative, so no tape needs to
     record their ops, and a tape that records an XLA tf.function call makes it keep every intermediate for its own

@@ -79,8 +79,8 @@ _NOT_ELEMENTWISE = ("softmax", "log_softmax", "glu", "sparsemax", "linear")
 
 
 def load_keras(path: Path):
-    """keras.models.load_model(path, safe_mode=True) (api.audit registers gelulab's Keras layers first). Raises ValueError
-    in one line for a file that needs unsafe deserialization (a lambda, a Lambda layer) or does not load."""
+    """keras.models.load_model(path, safe_mode=True) (api.audit registers gelulab's Keras layers first). Raises
+    ValueError in one line for a file that needs unsafe deserialization (a lambda, a Lambda layer) or does not load."""
     _quiet_tf()
     import keras
 

@@ -1,4 +1,5 @@
-"""TensorFlow BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (Keras Adam, tf.function).
+"""TensorFlow BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (Keras Adam,
+tf.function).
 
 Architecture: Devlin et al. 2019 (arXiv:1810.04805), post-LayerNorm, as transformers' BertModel; attention written
 with tf.einsum and an additive padding bias, LayerNorm with tf.nn.moments.
@@ -16,8 +17,8 @@ from gelulab.backends.tensorflow.activations import tf_device
 
 
 def to_framework(params: dict) -> dict:
-    """experiments.swap.model params (numpy float32) -> the same nested dict with float32 tf.Variables for the encoder layers
-    (trainable) and float32 constants for the embeddings, on the backend's device."""
+    """experiments.swap.model params (numpy float32) -> the same nested dict with float32 tf.Variables for the encoder
+    layers (trainable) and float32 constants for the embeddings, on the backend's device."""
     with tf.device(tf_device()):
         t = {k: tf.constant(v, tf.float32) for k, v in params.items() if k != "layers"}
         t["layers"] = [{k: tf.Variable(v, dtype=tf.float32, name=f"l{i}_{k}") for k, v in layer.items()}
@@ -43,7 +44,8 @@ def hidden_states(p: dict, ids, mask, config, activation) -> list:
     ids, mask: (B, T) integer arrays (numpy or tf); activation: elementwise callable on tf tensors.
     """
     ids = tf.convert_to_tensor(ids, tf.int32)
-    # additive padding bias (B, 1, 1, T), as core.contracts.encoder.attention_bias: 0 on real keys, float32 min on padding
+    # additive padding bias (B, 1, 1, T), as core.contracts.encoder.attention_bias: 0 on real keys, float32 min on
+    # padding
     bias = (1.0 - tf.cast(mask, tf.float32))[:, None, None, :] * np.finfo(np.float32).min
     b, t = tf.shape(ids)[0], tf.shape(ids)[1]
     x = tf.gather(p["word"], ids) + p["position"][:t] + p["token_type"][0]

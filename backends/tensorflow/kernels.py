@@ -1,10 +1,10 @@
-"""TensorFlow glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over tf, and each kernel as a
-tf.custom_gradient function whose gradient is the f' kernel, itself a tf.custom_gradient function with the f''
+"""TensorFlow glue for gelulab's float32 kernels (core.numerics.kernels): the kernel namespace over tf, and each kernel
+as a tf.custom_gradient function whose gradient is the f' kernel, itself a tf.custom_gradient function with the f''
 kernel, so nested GradientTapes compose to second order (and the second-order graph of ReLU stays connected).
 
 Each kernel runs as one tf.function(jit_compile=True) XLA computation, called through one concrete function per
-dtype (XLA compiles it per shape on first use; inside a caller's tf.function it is a call of that function). bfloat16/float16 are computed in float32
-and rounded once; no global TensorFlow setting is changed.
+dtype (XLA compiles it per shape on first use; inside a caller's tf.function it is a call of that function).
+bfloat16/float16 are computed in float32 and rounded once; no global TensorFlow setting is changed.
 """
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ Keras' TensorFlow backend.
 The model: keras.Sequential([Input(widths[0]), Dense(w, activation="gelu") for each hidden width, Dense(widths[-1])])
 (keras.activations.gelu's default is the exact GELU, approximate=False), float32. Arms (impl): "builtin" is that
 model; "default" the same MLP with gelulab's Keras GELU layer, constructed with no impl argument (whatever the
-library's default is), as each Dense's activation; "kernel" and "formula" are copies with its weights after `gelulab.swap(model, impl=...)` (each Dense's
-activation becomes gelulab's Keras GELU layer); every arm's weights are the same draws (numpy's default_rng(seed):
-N(0, 1/fan_in) matrices, zero biases). Inputs: N(0, 1) float32 (batch, widths[0]) and integer class
-labels, from numpy's default_rng(seed).
+library's default is), as each Dense's activation; "kernel" and "formula" are copies with its weights after
+`gelulab.swap(model, impl=...)` (each Dense's activation becomes gelulab's Keras GELU layer); every arm's weights are
+the same draws (numpy's default_rng(seed): N(0, 1/fan_in) matrices, zero biases). Inputs: N(0, 1) float32 (batch,
+widths[0]) and integer class labels, from numpy's default_rng(seed).
 
 forward: `model(x, training=False)`. train step: a tf.GradientTape step, softmax cross-entropy on logits
 (keras.losses.SparseCategoricalCrossentropy(from_logits=True)), keras.optimizers.Adam (lr 1e-3) applied to the
@@ -72,9 +72,9 @@ def _mlp(widths, activation="gelu"):
 
 def builder(impl: str, direction: str, mode: str, sizes, seed: int, swap=None, layer=None):
     """A zero-argument function returning (call, fn) for benchmarks.runner.run_calls: call() runs one forward
-    (returns the logits) or training step (returns the loss); fn is the tf.function or None. Raises RuntimeError when the swap replaced
-    nothing. swap(model, impl=...): gelulab.swap; layer(impl): gelulab's Keras GELU (layer(None): no impl argument);
-    both passed by the benchmark (a backend module does not import gelulab's public API)."""
+    (returns the logits) or training step (returns the loss); fn is the tf.function or None. Raises RuntimeError when
+    the swap replaced nothing. swap(model, impl=...): gelulab.swap; layer(impl): gelulab's Keras GELU (layer(None): no
+    impl argument); both passed by the benchmark (a backend module does not import gelulab's public API)."""
     def build():
         import keras
         import tensorflow as tf

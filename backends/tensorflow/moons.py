@@ -1,8 +1,8 @@
 """Moons training in TensorFlow: all seeds of one arm together, weights with a leading seed axis.
 
 matched: one tf.function(jit_compile=True) runs all epochs and minibatches (tf.range loops,
-  tf.GradientTape) on the shared numpy initial weights and order, with core.contracts.training.adam_step (Kingma & Ba 2015,
-  Algorithm 1): Keras Adam is not used here because it adds eps to sqrt(v_t) before the bias correction.
+  tf.GradientTape) on the shared numpy initial weights and order, with core.contracts.training.adam_step (Kingma & Ba
+  2015, Algorithm 1): Keras Adam is not used here because it adds eps to sqrt(v_t) before the bias correction.
 native: what a Keras user gets: Keras Dense's default initialisers (glorot_uniform kernel, zero bias), Keras
   `fit` with shuffle=True, keras.optimizers.Adam(lr, beta_1, beta_2) with its default epsilon = 1e-7. The S
   seeds are S parallel dense stacks in one Keras model (input (n, S, 2), output (n, S) logits); the loss is
@@ -126,8 +126,8 @@ def _train_matched(spec: TrainSpec, dtype) -> TrainOutput:
                                        t(spec.c2))
     act = get_backend("tensorflow").function(spec.arm, spec.impl)
     logits = [_forward(_nest(flat), t(a), act) for a in (spec.x_train, spec.x_val, spec.x_test, spec.grid)]
-    recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) in one "
-              f"tf.function(jit_compile=True), eps={spec.eps:g}")
+    recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) "
+              f"in one tf.function(jit_compile=True), eps={spec.eps:g}")
     return TrainOutput(*(a.numpy().astype(np.float64) for a in (train_loss, val_loss, *logits)), recipe=recipe)
 
 

@@ -1,5 +1,5 @@
-"""TensorFlow's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): tf.nn's GELU
-(approximate=False by default, and True), ReLU and SiLU, and Keras's (keras.activations and the Activation layer;
+"""TensorFlow's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): tf.nn's
+GELU (approximate=False by default, and True), ReLU and SiLU, and Keras's (keras.activations and the Activation layer;
 Keras 3 is installed with TensorFlow and runs on its configured backend, KERAS_BACKEND, TensorFlow by default;
 left out when keras is not installed).
 """

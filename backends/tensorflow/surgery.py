@@ -73,7 +73,8 @@ def swap(model, choose, layer_for, impl) -> list[tuple]:
         finally:
             if locked:
                 tracker.lock()
-        old_name = f"keras.activations.{old.__name__}" if callable(old) and hasattr(old, "__name__") else _class_name(old)
+        old_name = (f"keras.activations.{old.__name__}" if callable(old) and hasattr(old, "__name__")
+                    else _class_name(old))
         records.append((f"{layer.path or layer.name}.activation", was, old_name, now,
                         f"{LAYERS_MODULE}.{type(new).__name__}({_keras_args(new)})"))
     return records

@@ -35,10 +35,10 @@ def setup(device: str) -> None:
 
 
 def apply_settings(settings) -> dict:
-    """Apply core.plumbing.settings.Settings to torch (see gelulab.reproducible): torch.set_num_threads(threads) (intra-op;
-    any time), and with tf32 False/True torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-    (float32 matmuls and convolutions in full float32 on GPUs when False, as Keras' test set-up does). Returns
-    {setting: value set}."""
+    """Apply core.plumbing.settings.Settings to torch (see gelulab.reproducible): torch.set_num_threads(threads)
+    (intra-op; any time), and with tf32 False/True torch.backends.cuda.matmul.allow_tf32 and
+    torch.backends.cudnn.allow_tf32 (float32 matmuls and convolutions in full float32 on GPUs when False, as Keras' test
+    set-up does). Returns {setting: value set}."""
     done = {}
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
@@ -150,8 +150,8 @@ def derivative(fn, activation):
     create_graph=True instead: torch.compile of torch.func.vjp of an autograd.Function silently differentiates the
     Function's forward and ignores its backward (measured with torch 2.13), while torch.autograd.grad honours it
     in eager and compiled code alike; where nothing differentiates the derivative further (x does not require
-    grad) it is the f' kernel itself, with no autograd. Their float64 inputs take the formula, differentiated by torch.func.vjp
-    (aot_autograd has no double backward through torch.autograd.grad)."""
+    grad) it is the f' kernel itself, with no autograd. Their float64 inputs take the formula, differentiated by
+    torch.func.vjp (aot_autograd has no double backward through torch.autograd.grad)."""
     if getattr(fn, "kernel", None) is not None:
         d_float64 = derivative(fn.float64, activation)
         level = getattr(fn, "kernel_order", 0)  # fn is the kernel's value (0) or its level-th derivative

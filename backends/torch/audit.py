@@ -34,12 +34,29 @@ from pathlib import Path
 from gelulab.core.contracts.regions import connected, needed_by
 
 # aten overload packets computed elementwise (one output element from the same element of each input)
-ELEMENTWISE = frozenset(["gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf", "erfc", "erfinv", "mul", "add", "sub", "rsub", "div", "pow", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "reciprocal", "abs", "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "fmax", "fmin", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "square", "where", "threshold", "sign", "tanh_", "sigmoid_", "mul_", "add_", "sub_", "div_", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_", "_to_copy", "to", "type_as", "clone", "alias", "detach", "lift_fresh_copy", "special_erfcx", "special_ndtr", "special_expit", "masked_fill", "gt", "lt", "ge", "le", "eq", "ne", "isnan", "logical_not"])
+ELEMENTWISE = frozenset([
+    "gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf", "erfc", "erfinv", "mul", "add", "sub", "rsub", "div",
+    "pow", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "reciprocal", "abs", "clamp",
+    "clamp_min", "clamp_max", "clip", "maximum", "minimum", "fmax", "fmin", "hardtanh", "hardswish", "hardsigmoid",
+    "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "square", "where", "threshold", "sign",
+    "tanh_", "sigmoid_", "mul_", "add_", "sub_", "div_", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_",
+    "_to_copy", "to", "type_as", "clone", "alias", "detach", "lift_fresh_copy", "special_erfcx", "special_ndtr",
+    "special_expit", "masked_fill", "gt", "lt", "ge", "le", "eq", "ne", "isnan", "logical_not",
+])
 # ... of which these make a region an activation (a region of only linear ops, casts or comparisons is none)
-NONLINEAR = frozenset(["gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "reciprocal", "abs", "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "fmax", "fmin", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "threshold", "tanh_", "sigmoid_", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_", "special_erfcx", "special_ndtr", "special_expit", "pow", "square"])
+NONLINEAR = frozenset([
+    "gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "log2",
+    "sqrt", "rsqrt", "reciprocal", "abs", "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "fmax",
+    "fmin", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish",
+    "logsigmoid", "threshold", "tanh_", "sigmoid_", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_",
+    "special_erfcx", "special_ndtr", "special_expit", "pow", "square",
+])
 # ... of which these compute a whole activation: a site of their own, never merged with the ops around them (so
 # relu(x * sigmoid(1.702 x)) is two sites, the sigmoid form and ReLU)
-WHOLE = frozenset(["gelu", "relu", "relu6", "silu", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu", "softplus", "mish", "logsigmoid", "threshold", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_"])
+WHOLE = frozenset([
+    "gelu", "relu", "relu6", "silu", "hardtanh", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu", "celu",
+    "softplus", "mish", "logsigmoid", "threshold", "gelu_", "relu_", "silu_", "hardtanh_", "leaky_relu_", "elu_",
+])
 _PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
 

@@ -1,8 +1,9 @@
 """PyTorch BERT encoder for experiments.swap.model's numpy weights, and the distillation fine-tune (torch.optim.Adam).
 
 Architecture: Devlin et al. 2019 (arXiv:1810.04805), post-LayerNorm, as transformers' BertModel; attention through
-torch.nn.functional.scaled_dot_product_attention with the additive padding bias of core.contracts.encoder.attention_bias.
-The FFN activation is any callable, e.g. `backends.get_backend("torch").function(key, impl)`.
+torch.nn.functional.scaled_dot_product_attention with the additive padding bias of
+core.contracts.encoder.attention_bias. The FFN activation is any callable, e.g.
+`backends.get_backend("torch").function(key, impl)`.
 """
 from __future__ import annotations
 

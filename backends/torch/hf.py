@@ -1,5 +1,5 @@
-"""The transformers BertModel on torch (core.contracts.contract.PretrainedBert), as `gelulab swap` runs it beside gelulab's
-own encoders.
+"""The transformers BertModel on torch (core.contracts.contract.PretrainedBert), as `gelulab swap` runs it beside
+gelulab's own encoders.
 
 A folder of pretrained BERT weights (config.json, model.safetensors; experiments/swap packages all-MiniLM-L6-v2)
 is loaded with `transformers.BertModel.from_pretrained(dir, local_files_only=True)` with HF_HUB_OFFLINE=1:

@@ -18,11 +18,11 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(1)  # the loop runs on the calling thread; the build uses one core
-    from gelulab.backends.torch.kernels import build_package
-
     import os
 
     from filelock import FileLock
+
+    from gelulab.backends.torch.kernels import build_package
 
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -303,7 +303,10 @@ def _source_digest() -> str:
               for name, f in vars(ns).items() if isinstance(f, staticmethod)]
     for part in parts:
         fn = part[1] if isinstance(part, tuple) else part
-        h.update((inspect.getsource(fn) if isinstance(fn, types.FunctionType) else f"{part[0]}={getattr(fn, '__name__', type(fn).__name__)}").encode())
+        if isinstance(fn, types.FunctionType):
+            h.update(inspect.getsource(fn).encode())
+        else:
+            h.update(f"{part[0]}={getattr(fn, '__name__', type(fn).__name__)}".encode())
     h.update(str(_inductor_config.cpp.enable_floating_point_contract_flag).encode())
     return h.hexdigest()[:12]
 
@@ -605,7 +608,8 @@ class _Compiled:
 
 def _in_dtype(y, xf, dtype, bf16: bool, ns):
     """Float32 kernel results y (a tensor or tuple) of float32 inputs xf, in the caller's dtype: bfloat16 and
-    float16 rounded once, with the one bfloat16 tie of the value kernels (bf16; core.numerics.kernels.kernel_function)."""
+    float16 rounded once, with the one bfloat16 tie of the value kernels (bf16;
+    core.numerics.kernels.kernel_function)."""
     if dtype == torch.float32:
         return y
     if dtype == torch.bfloat16 and bf16:

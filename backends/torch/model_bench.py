@@ -21,8 +21,9 @@ uniformly from [1000, vocab) by numpy's default_rng(seed), shape (batch, seq), a
 forward: `model(input_ids, attention_mask).last_hidden_state` in eval mode under torch.no_grad(). train step: a
 fine-tune of the encoder layers as gelulab swap's (backends/torch/hf.finetune: embeddings and pooler frozen) in
 train mode (dropout on): loss = mean of the squared last hidden state, backward, torch.optim.Adam (lr 1e-5) over
-the encoder layers' parameters, gradients set to None before each step. compiled: the same calls on `torch.compile(model)` (inductor,
-the optimizer step stays eager); each group of compiled arms starts from torch._dynamo.reset().
+the encoder layers' parameters, gradients set to None before each step. compiled: the same calls on
+`torch.compile(model)` (inductor, the optimizer step stays eager); each group of compiled arms starts from
+torch._dynamo.reset().
 """
 from __future__ import annotations
 
@@ -281,7 +282,8 @@ for _ in range(args["steps"]):
     loss = model(x).square().mean()
     loss.backward()
     opt.step()
-print(json.dumps({"loss": float(loss.detach()), "impl": getattr(act, "impl", "framework"), "t": time.monotonic()}), flush=True)
+print(json.dumps({"loss": float(loss.detach()), "impl": getattr(act, "impl", "framework"), "t": time.monotonic()}),
+      flush=True)
 """
 # The arms whose exit is measured (kernel only with --impl naming it, and not with --quick): the kernel too, whose
 # compiled loop is built in a child process that the exit must not wait for.

@@ -55,7 +55,8 @@ class SeedBatchedMLP(torch.nn.Module):
 
 
 class KingmaBaAdam(torch.optim.Optimizer):
-    """gelulab.core.contracts.training.adam_step as a torch.optim.Optimizer. c1, c2: (T,) tensors 1 - beta^t for t = 1..T."""
+    """gelulab.core.contracts.training.adam_step as a torch.optim.Optimizer. c1, c2: (T,) tensors
+    1 - beta^t for t = 1..T."""
 
     def __init__(self, params, c1, c2, lr: float, beta1: float, beta2: float, eps: float):
         super().__init__(params, {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps})
@@ -153,8 +154,8 @@ def train(spec: TrainSpec) -> TrainOutput:
         gens = None
         opt = KingmaBaAdam(model.parameters(), t(spec.c1).reshape(-1), t(spec.c2).reshape(-1), spec.lr,
                            spec.beta1, spec.beta2, spec.eps)
-        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) as a "
-                  f"torch.optim.Optimizer, eps={spec.eps:g}")
+        recipe = ("shared numpy Glorot-uniform init and order; core.contracts.training.adam_step (Kingma & Ba Alg. 1) "
+                  f"as a torch.optim.Optimizer, eps={spec.eps:g}")
     else:
         gens = _native_start(spec, model, dtype)
         opt = torch.optim.Adam(model.parameters(), lr=spec.lr, betas=(spec.beta1, spec.beta2))

@@ -1,7 +1,7 @@
-"""torch's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects): torch.nn.functional's
-GELU, ReLU and SiLU and the torch.nn layers, transformers' activation modules (transformers/activations.py, on
-torch; left out when transformers is not installed), GELU formulas written in torch operations as users write
-them, and torch.tanh, which is none of the variants.
+"""torch's activation callables that gelulab.identify is measured on (core.contracts.contract.Subjects):
+torch.nn.functional's GELU, ReLU and SiLU and the torch.nn layers, transformers' activation modules
+(transformers/activations.py, on torch; left out when transformers is not installed), GELU formulas written in torch
+operations as users write them, and torch.tanh, which is none of the variants.
 """
 from __future__ import annotations
 
