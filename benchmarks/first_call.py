@@ -11,12 +11,12 @@ call of `torch.nn.GELU()` and one of `gelulab.layers.torch.GELU()` with no impl 
 default is (recorded as "default_impl"), then, with kernel=True, one of `GELU(impl="kernel")`), so it includes what
 a user's first call includes: one thread (torch.set_num_threads), GELULAB_KERNEL_COMPILE as the user's environment
 has it (unset: the default), empty caches (TORCHINDUCTOR_CACHE_DIR and GELULAB_KERNEL_CACHE a new temporary folder
-per process), and medians over `repeats` processes. Scenarios: the cold cache with the C++ compiler on PATH, and again with no C++ compiler: PATH
-replaced by a folder of links to every program on it except the C and C++ compilers (gcc, g++, cc, c++, clang,
-...; CC and CXX unset), the child checking that none is found. In each first-call process, after the first call,
-the first call at another shape. A further fresh process (the user's kernel cache) measures the steady state:
-with kernel=True, calls until the kernel's compiled loop (when gelulab builds one) is built (`settle_s` at most; 10
-s of calls where this version of the kernel has no build to wait for), then medians of plain calls of the layers,
+per process), and medians over `repeats` processes. Scenarios: the cold cache with the C++ compiler on PATH, and again
+with no C++ compiler: PATH replaced by a folder of links to every program on it except the C and C++ compilers (gcc,
+g++, cc, c++, clang, ...; CC and CXX unset), the child checking that none is found. In each first-call process, after
+the first call, the first call at another shape. A further fresh process (the user's kernel cache) measures the steady
+state: with kernel=True, calls until the kernel's compiled loop (when gelulab builds one) is built (`settle_s` at most;
+10 s of calls where this version of the kernel has no build to wait for), then medians of plain calls of the layers,
 the first call at yet another shape, and plain calls after one torch.func.vmap call against those before it (of
 the kernel layer with kernel=True, else of the default layer).
 
@@ -48,7 +48,8 @@ def first_call_backends() -> tuple[str, ...]:
     return tuple(b for b in with_tool(TOOL) if hasattr(tool(b, TOOL), "FIRST_CALL_SCRIPT"))
 
 # Names of C and C++ compilers hidden from PATH in the no-compiler scenario (gcc-12, x86_64-linux-gnu-g++, cc, ...)
-COMPILER = re.compile(r"gcc|g\+\+|clang|^(cc|c\+\+|cpp|c89|c99|icc|icpc|icx|icpx)(-[\d.]+)?$|-(cc|c\+\+|cpp)(-[\d.]+)?$")
+COMPILER = re.compile(r"gcc|g\+\+|clang|^(cc|c\+\+|cpp|c89|c99|icc|icpc|icx|icpx)(-[\d.]+)?$"
+                      r"|-(cc|c\+\+|cpp)(-[\d.]+)?$")
 TIMEOUT_S = 1800  # one child process at most (a first call once took 101 s on the 2-core reference machine)
 
 
@@ -69,8 +70,8 @@ def no_compiler_path(folder: str | Path, path: str | None = None) -> str:
 
 
 def _child(backend: str, what: str, env: dict, **args) -> dict:
-    """Run `backend`'s FIRST_CALL_SCRIPT in a fresh interpreter with os.environ updated by `env` (None values removed); returns its JSON.
-    Raises RuntimeError with the child's last error line when it fails."""
+    """Run `backend`'s FIRST_CALL_SCRIPT in a fresh interpreter with os.environ updated by `env` (None values removed);
+    returns its JSON. Raises RuntimeError with the child's last error line when it fails."""
     full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
     for k in [k for k, v in env.items() if v is None]:
         full.pop(k, None)
@@ -92,9 +93,10 @@ def measure(shape, new_shapes, repeats: int = 3, threads: int = 1, settle_s: flo
     per scenario (medians); threads: torch threads in the children; settle_s: at most this long the steady-state
     process calls the layer waiting for its compiled loop (0: no wait); calls: plain calls per median there;
     progress: called with a short description before each child process; kernel: also time GELU(impl="kernel");
-    backend: whose FIRST_CALL_SCRIPT runs (default: the first of first_call_backends()). Returns {"backend", "framework" (the framework's
-    layer the rows are timed against), "transform", "scenarios": {name: {"env": what was changed, "runs": [child JSON], "median": {figure: s}}},
-    "steady": child JSON, "shape", "new_shapes", "repeats"}. Raises RuntimeError if a child process fails.
+    backend: whose FIRST_CALL_SCRIPT runs (default: the first of first_call_backends()). Returns {"backend", "framework"
+    (the framework's layer the rows are timed against), "transform", "scenarios": {name: {"env": what was changed,
+    "runs": [child JSON], "median": {figure: s}}}, "steady": child JSON, "shape", "new_shapes", "repeats"}. Raises
+    RuntimeError if a child process fails.
     """
     backend = backend or first_call_backends()[0]
     mod = tool(backend, TOOL)
@@ -184,9 +186,11 @@ def markdown(result: dict) -> str:
 
 
 def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: dict | None = None) -> dict:
-    """One fresh process of backend `framework`'s EXIT_SCRIPT (backends/<name>/model_bench.py) with `arm`: {"exit_s": seconds from its last line (the
-    timestamp it prints) to the parent's wait() returning, "total_s": the whole process, "returncode", the child's
-    JSON}. The child runs under the user's default GELULAB_KERNEL_COMPILE (the variable unset), `env` added. Raises RuntimeError (the child's last error line) when it fails or prints no timestamp."""
+    """One fresh process of backend `framework`'s EXIT_SCRIPT (backends/<name>/model_bench.py) with `arm`: {"exit_s":
+    seconds from its last line (the timestamp it prints) to the parent's wait() returning, "total_s": the whole process,
+    "returncode", the child's JSON}. The child runs under the user's default GELULAB_KERNEL_COMPILE (the variable
+    unset), `env` added. Raises
+    RuntimeError (the child's last error line) when it fails or prints no timestamp."""
     import time
 
     full = {**os.environ, **(env or {})}
@@ -215,10 +219,10 @@ def exit_once(framework: str, arm: str, threads: int = 1, steps: int = 5, env: d
 
 def process_exit(frameworks, arms=("default", "framework"), repeats: int = 3, threads: int = 1, steps: int = 5,
                  progress=None) -> dict:
-    """exit_once for each framework (a backend with a model_bench module: with_tool("model_bench")) and arm, `repeats` fresh processes each, under
-    the user's default GELULAB_KERNEL_COMPILE (unset). Returns {"rows": [{"framework", "arm", "runs":
-    [exit_s...], "median_s", "max_s", "total_s" (median)}], "repeats", "steps", "threads"}; a failed child gives a
-    row with "error" instead of the figures."""
+    """exit_once for each framework (a backend with a model_bench module: with_tool("model_bench")) and arm, `repeats`
+    fresh processes each, under the user's default GELULAB_KERNEL_COMPILE (unset). Returns {"rows": [{"framework",
+    "arm", "runs": [exit_s...], "median_s", "max_s", "total_s" (median)}], "repeats", "steps", "threads"}; a failed
+    child gives a row with "error" instead of the figures."""
     out = {"repeats": repeats, "steps": steps, "threads": threads, "rows": []}
     for fw in frameworks:
         for arm in arms:
@@ -261,8 +265,8 @@ def main(argv=None) -> int:
         return 2
     result = measure(shape, [new, [max(1, new[0] // 2), *new[1:]]], a.repeats,
                      progress=lambda what: print(f"… {what}", file=sys.stderr))
-    print(f"{result['backend']}, exact GELU, GELU() (default: {result.get('default_impl')}) and GELU(impl='kernel'), float32 "
-          f"N(0, 1), 1 thread, median of {a.repeats} fresh processes per first-call row\n")
+    print(f"{result['backend']}, exact GELU, GELU() (default: {result.get('default_impl')}) and GELU(impl='kernel'), "
+          f"float32 N(0, 1), 1 thread, median of {a.repeats} fresh processes per first-call row\n")
     print(markdown(result))
     return 0
 

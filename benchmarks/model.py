@@ -4,23 +4,24 @@
                   [--subject bert,bert-tanh,block,mlp,overhead,exit,first-call] [--threads N] [--out DIR]
 
 Models (one module each): a transformers BertModel, the packaged all-MiniLM-L6-v2 (backends/torch/model_bench.py),
-a Keras MLP (backends/tensorflow/model_bench.py, Keras on TensorFlow) and a Flax MLP (backends/jax/model_bench.py). For each model, step (forward; training step: forward, backward, Adam) and mode (eager; compiled:
-torch.compile, tf.function, jax.jit), its arms are timed side by side: "builtin" (the framework op: the model's
-own activation), "default" (gelulab's layer constructed with no impl argument, whatever the library's default is;
-the report names the impl it resolves to, e.g. "default (builtin)"), gelulab's "kernel" and "formula", each a model
-of its own with the same weights, with the shared timer (benchmarks/timer.py through benchmarks.runner.run_calls:
-first call and warm-up apart, then interleaved blocks, medians). Ratios are arm ÷ builtin of the medians measured
-in the same group. Two more torch models (backends/torch/model_bench.py): the BertModel with tanh GELU (gelulab.swap
-(model, to="gelu_tanh") against the weights loaded with hidden_act="gelu_pytorch_tanh"; arms builtin, default) and
-a transformer-style block LayerNorm(64) -> Linear(64, 256) -> GELU -> Linear(256, 64) on (64, 64), training step
-timed from its first step (each arm's first step reported apart; arms builtin = torch.nn.GELU(), default, kernel).
-Then the per-call overhead of gelulab's default layer over the framework's module (1024 float32 values: torch
-eager, Keras eager, Flax apply outside jit; medians of many interleaved blocks, microseconds), the process exit
-(first_call.process_exit: a fresh script builds a small model, runs a few training steps and prints a timestamp
-as its last line; seconds from it to the parent's wait() returning), and the first-call figures of the torch layer
-(benchmarks/first_call.py: the default layer and GELU(impl="kernel") against torch.nn.GELU, fresh processes with
-empty caches, with and without a C++ compiler on PATH, a new shape, a plain call after torch.func.vmap). The
-report ends with the owner's bar: each default ÷ framework op ≤ 1.03, the default layer's exit ≤ 1 s.
+a Keras MLP (backends/tensorflow/model_bench.py, Keras on TensorFlow) and a Flax MLP (backends/jax/model_bench.py). For
+each model, step (forward; training step: forward, backward, Adam) and mode (eager; compiled: torch.compile,
+tf.function, jax.jit), its arms are timed side by side: "builtin" (the framework op: the model's own activation),
+"default" (gelulab's layer constructed with no impl argument, whatever the library's default is; the report names the
+impl it resolves to, e.g. "default (builtin)"), gelulab's "kernel" and "formula", each a model of its own with the same
+weights, with the shared timer (benchmarks/timer.py through benchmarks.runner.run_calls: first call and warm-up apart,
+then interleaved blocks, medians). Ratios are arm ÷ builtin of the medians measured in the same group. Two more torch
+models (backends/torch/model_bench.py): the BertModel with tanh GELU (gelulab.swap (model, to="gelu_tanh") against the
+weights loaded with hidden_act="gelu_pytorch_tanh"; arms builtin, default) and a transformer-style block LayerNorm(64)
+-> Linear(64, 256) -> GELU -> Linear(256, 64) on (64, 64), training step timed from its first step (each arm's first
+step reported apart; arms builtin = torch.nn.GELU(), default, kernel). Then the per-call overhead of gelulab's default
+layer over the framework's module (1024 float32 values: torch eager, Keras eager, Flax apply outside jit; medians of
+many interleaved blocks, microseconds), the process exit (first_call.process_exit: a fresh script builds a small model,
+runs a few training steps and prints a timestamp as its last line; seconds from it to the parent's wait() returning),
+and the first-call figures of the torch layer (benchmarks/first_call.py: the default layer and GELU(impl="kernel")
+against torch.nn.GELU, fresh processes with empty caches, with and without a C++ compiler on PATH, a new shape, a plain
+call after torch.func.vmap). The report ends with the owner's bar: each default ÷ framework op ≤ 1.03, the default
+layer's exit ≤ 1 s.
 --subject runs only the parts named (default all).
 
 Threads: `gelulab.reproducible(threads=--threads or GELULAB_THREADS, default 1)` before any framework loads; the
@@ -29,9 +30,10 @@ GELULAB_KERNEL_COMPILE defaults to "wait" (as for every gelulab command), so the
 kernel's compiled loop once built (its build falls in the untimed first call); the first-call processes run
 under the user's own setting (unset: gelulab's default). Full sizes: BertModel batch 8 × 128 tokens, MLP
 784-1024-1024-10 at batch 128, first calls at 8 × 128 × 1536 float32 (the BertModel's FFN activation), 3 fresh
-processes each: about 11 minutes on 2 cores (665 s in one run on a busy machine), most of it torch.compile. --quick: batch 1 × 16, MLP 32-64-64-10 at
-batch 16, short timing, one process per first-call figure, no wait for the kernel's build, and no torch.compile
-rows unless --mode names compiled: a smoke test of seconds to a minute, whose figures are not for reading.
+processes each: about 11 minutes on 2 cores (665 s in one run on a busy machine), most of it torch.compile. --quick:
+batch 1 × 16, MLP 32-64-64-10 at batch 16, short timing, one process per first-call figure, no wait for the kernel's
+build, and no torch.compile rows unless --mode names compiled: a smoke test of seconds to a minute, whose figures are
+not for reading.
 
 Outputs: a Markdown table on stdout and in DIR/model.md, every row (seconds per call, quartiles, first call,
 compile counts), the ratios, the first-call figures, versions and threads in DIR/model.json (--out, default
@@ -156,7 +158,8 @@ def options(args) -> dict:
         timer = replace(timer, min_run_s=args.min_run_s)
     return {"backends": _backends(args.backend), "impls": ("builtin",) + tuple(i for i in impls if i != "builtin"),
             "modes": _values("mode", args.mode, MODES),
-            "parts": _values("subject", getattr(args, "subject", None), PARTS), "sizes": QUICK if args.quick else FULL, "timer": timer,
+            "parts": _values("subject", getattr(args, "subject", None), PARTS),
+            "sizes": QUICK if args.quick else FULL, "timer": timer,
             "quick": bool(args.quick), "slow_compiled": not args.quick or bool(args.mode)}
 
 
@@ -200,7 +203,8 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     "threads_in_effect", "default_impl" (per framework), "backends" (the Backend objects, for
     core.plumbing.report.environment), "skipped" ({"what", "reason"}), "overhead" (overhead(), per framework),
     "process_exit" (first_call.process_exit), then "first_call" (first_call.measure) when a selected backend's
-    module has first-call figures (FIRST_CALL_SCRIPT: torch's); each part only where opts["parts"] names it. checkpoint(): called after each group. Returns `result`."""
+    module has first-call figures (FIRST_CALL_SCRIPT: torch's); each part only where opts["parts"] names it.
+    checkpoint(): called after each group. Returns `result`."""
     from gelulab.backends import BackendUnavailable, get_backend
 
     sizes, timer, parts = opts["sizes"], opts["timer"], opts.get("parts", PARTS)
@@ -209,8 +213,8 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     for name in opts["backends"]:
         mod = subject(name)
         chosen = [m for m in models(mod) if getattr(m, "KEY", "") in parts]
-        if not chosen and "overhead" not in parts and not (hasattr(mod, "FIRST_CALL_SCRIPT") and "first-call" in parts) \
-                and "exit" not in parts:
+        first_call = hasattr(mod, "FIRST_CALL_SCRIPT") and "first-call" in parts
+        if not chosen and "overhead" not in parts and not first_call and "exit" not in parts:
             continue
         why = mod.unavailable()  # missing packages; imports nothing
         if why is None:
@@ -500,7 +504,8 @@ def run(args) -> int:
         if not (isinstance(args.threads, int) and args.threads > 0):
             raise ValueError(f"--threads={args.threads!r}; expected a positive int")
         os.environ["GELULAB_THREADS"] = str(args.threads)
-    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")  # core.plumbing.config.KERNEL_COMPILE_ENV, as the command line (gelulab.cli) sets it
+    # core.plumbing.config.KERNEL_COMPILE_ENV, as the command line (gelulab.cli) sets it
+    os.environ.setdefault("GELULAB_KERNEL_COMPILE", "wait")
     from gelulab.backends import reproducible
 
     reproducible(threads=config.threads())  # before any framework loads: thread counts, x64, no TF32

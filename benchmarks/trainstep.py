@@ -4,8 +4,8 @@ The step is the matched-regime minibatch step of the moons experiment (the `benc
 backends/<name>/moons.py): the network 2 -> 64 -> 64 -> 1, batch 32, BCE on logits, Adam (Kingma & Ba 2015,
 Algorithm 1, core.contracts.training.adam_step) with lr 1e-3, from shared Glorot-uniform initial weights on the first
 minibatch of make_moons data drawn for seed SEED, so every backend steps on the same numbers. The spec is built
-here from core.contracts.training's builders (the benchmark does not depend on the experiment's configuration). One call =
-forward, backward and the Adam update of every parameter. Modes: "eager" (op by op: jax un-jitted, torch eager,
+here from core.contracts.training's builders (the benchmark does not depend on the experiment's configuration). One call
+= forward, backward and the Adam update of every parameter. Modes: "eager" (op by op: jax un-jitted, torch eager,
 TF eager) and "compiled" (jax.jit, torch.compile, tf.function(jit_compile=True)).
 
 Cells: backend × device × mode × activation (relu, gelu_none: ReLU vs exact GELU) × impl (builtin, formula, kernel) ×

@@ -18,8 +18,8 @@ IDENTIFY_SWAP_CASES = [
       r"the callable raised MemoryError on a float32 numpy array of shape \(2,\)$")),
     # identify: a power or shift whose size has no bound is refused before anything runs
     (["identify", "lambda x: 9**9**9"], 2,
-     r"^gelulab identify: error: 'lambda x: 9\*\*9\*\*9': \*\* with the right operand '9 \*\* 9' \(a power or shift "
-     r"takes a number literal of at most 16"),
+     (r"^gelulab identify: error: 'lambda x: 9\*\*9\*\*9': \*\* with the right operand '9 \*\* 9' \(a power or shift "
+      r"takes a number literal of at most 16")),
     (["identify", "lambda x: pow(9, pow(9, 9))"], 2, r"^gelulab identify: error: .*: pow\(\) with the right operand "),
     (["identify", "lambda x: x * (1 << 10**9)"], 2,
      r"^gelulab identify: error: .*: << with the right operand '10 \*\* 9'"),
@@ -33,14 +33,15 @@ IDENTIFY_SWAP_CASES = [
     (["identify", "open('X', 'w')"], 2, r"^gelulab identify: error: .*: the name 'open'" + _RESTRICTED),
     (["identify", "numpy.load('x.npy', allow_pickle=True)"], 2,
      r"^gelulab identify: error: .*: the dotted name 'numpy\.load' \(not one of the ufuncs of numpy" + _RESTRICTED),
-    (["identify", "lambda x: x.__class__"], 2, r"^gelulab identify: error: .*: the attribute '__class__'" + _RESTRICTED),
+    (["identify", "lambda x: x.__class__"], 2,
+     r"^gelulab identify: error: .*: the attribute '__class__'" + _RESTRICTED),
     (["identify", "lambda x: x.no_such_method()"], 2,
      r"^gelulab identify: error: .*: the attribute 'no_such_method' of the parameter 'x'" + _RESTRICTED),
     (["identify", "gelulab.cli.main"], 2,
      r"^gelulab identify: error: 'gelulab\.cli\.main': the dotted name 'gelulab\.cli\.main'" + _RESTRICTED),
     # identify: file, code and environment access found by testing, refused before anything runs
-    (["identify", "keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': "
-                  "{'code': '4wEAAAAA'}}}, safe_mode=False)"], 2,
+    (["identify", ("keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': "
+                   "{'code': '4wEAAAAA'}}}, safe_mode=False)")], 2,
      r"^gelulab identify: error: .*: the dotted name 'keras\.layers\.Lambda\.from_config'" + _RESTRICTED),
     (["identify", "transformers.AutoConfig.from_pretrained('no_such_folder', trust_remote_code=True)"], 2,
      r"^gelulab identify: error: .*: the dotted name 'transformers\.AutoConfig\.from_pretrained'" + _RESTRICTED),
@@ -55,11 +56,11 @@ IDENTIFY_SWAP_CASES = [
     (["identify", "lambda x: np.lib.stride_tricks.as_strided(x, (2**40,), (0,))"], 2,
      r"^gelulab identify: error: .*: the dotted name 'numpy\.lib\.stride_tricks\.as_strided'" + _RESTRICTED),
     (["identify", "lambda x: " + "-" * 3000 + "x"], 2,
-     r"^gelulab identify: error: 'lambda x: -+'\.\.\. has 3011 characters; expected an identify expression of at "
-     r"most 1000$"),
+     (r"^gelulab identify: error: 'lambda x: -+'\.\.\. has 3011 characters; expected an identify expression of at "
+      r"most 1000$")),
     (["identify", "1+" * 20000 + "1"], 2,
-     r"^gelulab identify: error: '(1\+)+'\.\.\. has 40001 characters; expected an identify expression of at most "
-     r"1000$"),
+     (r"^gelulab identify: error: '(1\+)+'\.\.\. has 40001 characters; expected an identify expression of at most "
+      r"1000$")),
     (["identify", "lambda x: " + "-" * 989 + "x"], 2,
      r"^gelulab identify: error: 'lambda x: -+'\.\.\.: expression too deeply nested$"),
     (["identify", "[f for f in ()]"], 2, r"^gelulab identify: error: .*: a list comprehension" + _RESTRICTED),

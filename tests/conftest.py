@@ -171,8 +171,9 @@ def pytest_report_header(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's --dist loadgroup runs a group in one worker")
     config.addinivalue_line("markers", "backend_needs(*needs): run on the selected backends whose record has these "
-                                       "only: capabilities (core.contracts.contract.Capabilities: kernels, compiled, autodiff), "
-                                       "contract modules (bert, bench, ...) or dtypes it holds (float16, ...)")
+                                       "only: capabilities (core.contracts.contract.Capabilities: kernels, compiled, "
+                                       "autodiff), contract modules (bert, bench, ...) or dtypes it holds "
+                                       "(float16, ...)")
 
 
 def _has(record, need: str) -> bool:
@@ -250,8 +251,8 @@ def pytest_generate_tests(metafunc):
 
 def pytest_runtest_setup(item):
     """A backend's test parametrised with a `dtype` its record does not hold, impl "kernel" where it or the test's
-    catalogue entry `key` has no kernels, or impl "builtin" where it has no builtin (for the test's `key`, or for any entry) is skipped, saying why: what a
-    backend offers is its record's to say, not a list of backends in the tests."""
+    catalogue entry `key` has no kernels, or impl "builtin" where it has no builtin (for the test's `key`, or for any
+    entry) is skipped, saying why: what a backend offers is its record's to say, not a list of backends in the tests."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     name = _backend_param(item)
     if name is None:

@@ -1,6 +1,6 @@
 """The Python code blocks of README.md and the pages of docs/, for tests that run them: a block is found by its first
-line, a comment naming it ("# PyTorch", "# Keras", ...), once across every page. A line `expression  # literal...` states what the expression gives; check()
-evaluates it and compares."""
+line, a comment naming it ("# PyTorch", "# Keras", ...), once across every page. A line `expression  # literal...`
+states what the expression gives; check() evaluates it and compares."""
 from __future__ import annotations
 
 import ast

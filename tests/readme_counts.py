@@ -99,8 +99,8 @@ def _grid() -> str:
         values = ", ".join(show.get(a, str)(v) for v in spec.axes[a])
         parts.append(f"{labels[a]} {values}".strip() if a != "depth" else f"depth {values} {labels[a]}")
     arms = [ACTIVATIONS[k].label for k in cfg.arms]
-    fixed = [f"width {spec.axes['width'][0]}", f"noise {cfg.noise}", f"{cfg.n_samples} points", f"batch {cfg.batch_size}",
-             f"{cfg.epochs} epochs", cfg.dtype, f"{_and(list(cfg.regimes))} regime"]
+    fixed = [f"width {spec.axes['width'][0]}", f"noise {cfg.noise}", f"{cfg.n_samples} points",
+             f"batch {cfg.batch_size}", f"{cfg.epochs} epochs", cfg.dtype, f"{_and(list(cfg.regimes))} regime"]
     return (f"{' × '.join(parts)} = {len(cells)} cells, each of the catalogue's {len(arms)} arms ({_and(arms)}) × "
             f"{len(cfg.seeds)} seeds × every selected backend ({len(cells) * len(arms) * len(cfg.seeds)} training "
             f"runs per backend), {', '.join(fixed)}")

@@ -215,7 +215,8 @@ def test_gradient_through_the_framework(backend_name, key):
     elif backend_name == "jax":
         import jax
 
-        grad = np.asarray(jax.vmap(jax.grad(lambda t: gelulab.apply(key, t, KERNEL)))(x32))  # tracers under vmap and grad
+        # tracers under vmap and grad
+        grad = np.asarray(jax.vmap(jax.grad(lambda t: gelulab.apply(key, t, KERNEL)))(x32))
     elif backend_name == "tensorflow":
         import tensorflow as tf
 

@@ -279,7 +279,9 @@ BLOCKS = {
         path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
         comparison = audit_pair(model, path)  # the model as TensorFlow runs it, the file as the TFLite interpreter does
         print(comparison)
-        [s.op for s in comparison.b.sites]  # ['TFLite GELU(approximate=False)', 'TFLite GELU(approximate=True)', 'TFLite FULLY_CONNECTED(fused_activation_function=RELU)']
+        [s.op for s in comparison.b.sites]
+        # ['TFLite GELU(approximate=False)', 'TFLite GELU(approximate=True)',
+        #  'TFLite FULLY_CONNECTED(fused_activation_function=RELU)']
         [d.a.variant == d.b.variant for d in comparison.diffs]  # [True, True, True]
         "1+erf cancellation in B only" in comparison.diffs[0].why  # True: TFLite's exact GELU loses the tail
         comparison.changed  # 0
@@ -303,7 +305,8 @@ BLOCKS = {
                 return nn.Dense(1)(x)
 
 
-        weights = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in (original[0], original[2])]
+        weights = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy())
+                   for layer in (original[0], original[2])]
         params = {"params": {f"Dense_{i}": {"kernel": w, "bias": b} for i, (w, b) in enumerate(weights)}}
         x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
         same_outputs = np.allclose(original(torch.from_numpy(x)).detach().numpy(), Port().apply(params, x), atol=1e-3)

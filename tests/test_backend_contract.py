@@ -1,7 +1,7 @@
-"""The backend contract (core.contracts.contract) run against every selected backend: its capability record, the Protocols
-of its modules, and the behaviour the record promises. A new backend folder with a record is covered here without
-an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1), the
-packaged model's config.json and transformers' documented BERT activation (hidden_act "gelu": GELUActivation)."""
+"""The backend contract (core.contracts.contract) run against every selected backend: its capability record, the
+Protocols of its modules, and the behaviour the record promises. A new backend folder with a record is covered here
+without an edit. Expected values come from mpmath and the definitions (erfc(0) = 1, sigmoid(0) = 1/2, ReLU' = 0 / 1),
+the packaged model's config.json and transformers' documented BERT activation (hidden_act "gelu": GELUActivation)."""
 from __future__ import annotations
 
 import dataclasses
@@ -85,7 +85,8 @@ def test_names_and_install_hints_derive_from_the_records():
             assert record.install_hint == "pip install -e ."
         else:
             assert record.extra in extras and f"'.[{record.extra}]'" in record.install_hint
-            assert any(_normal(re.split(r"[<>=!~ ;\[]", dep)[0]) == _normal(record.package) for dep in extras[record.extra])
+            assert any(_normal(re.split(r"[<>=!~ ;\[]", dep)[0]) == _normal(record.package)
+                       for dep in extras[record.extra])
     with pytest.raises(ValueError, match=re.escape(f"valid backends: {list(REGISTRY)}")):
         capabilities("mxnet")
 

@@ -408,7 +408,8 @@ def test_quick_run_writes_valid_output(quick_run):
 
 def _reference_first_loss(spec) -> float:
     """sum_i w_i BCE of the MLP with ReLU at the shared initial weights on the first minibatch, in float64 numpy
-    (the loss the first step differentiates; BCE from experiments.moons.config.bce_with_logits' formula via numpy.logaddexp)."""
+    (the loss the first step differentiates; BCE from experiments.moons.config.bce_with_logits' formula via
+    numpy.logaddexp)."""
     import numpy as np
 
     idx = spec.order[0, 0, 0]

@@ -47,7 +47,8 @@ def test_filters_are_checked_before_any_framework_is_imported():
     code = ("import sys; from gelulab import cli; rc = cli.main(['parity', '--backend', 'torch,jax,tensorflow', "
             "'--dtype', 'float8']); print(rc, sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=120)
     assert p.stdout.split() == ["2", "[]"], p.stdout + p.stderr
     assert "--dtype 'float8' is not valid" in p.stderr
 
@@ -154,7 +155,8 @@ def test_missing_framework_is_a_clean_error(capsys, monkeypatch, tmp_path):
 
     monkeypatch.setattr("gelulab.experiments.parity.command.get_backend", unavailable)
     rc, err = _main(capsys, *SMALL, "--dtype", "float16", "--out", str(tmp_path))
-    assert rc == 2 and err == "gelulab parity: error: backend 'numpy' is not available; install it with: pip install x\n"
+    assert rc == 2
+    assert err == "gelulab parity: error: backend 'numpy' is not available; install it with: pip install x\n"
 
 
 def test_filtered_plot_has_only_the_selected_panels(tmp_path):
@@ -332,8 +334,9 @@ def test_sigint_once_the_handlers_are_in_place_stops_with_130(tmp_path, signum):
 
 def test_the_readme_names_every_namespace_identify_accepts():
     """The allow-list of `gelulab identify` expressions (experiments/identify/expression.py NAMESPACES, what
-    `gelulab identify --help` describes) is the one docs/in-your-model.md's "Which GELU is this?" lists: every namespace,
-    written with the alias `tf` for tensorflow, and each member of the namespaces that accept five or fewer."""
+    `gelulab identify --help` describes) is the one docs/in-your-model.md's "Which GELU is this?" lists: every
+    namespace, written with the alias `tf` for tensorflow, and each member of the namespaces that accept five or
+    fewer."""
     import re
 
     from gelulab.experiments.identify.expression import NAMESPACES

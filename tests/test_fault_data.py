@@ -43,10 +43,10 @@ def test_every_row_names_cells_that_exist(path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ('[[fault]]\nmechanism = "INF_GRAD"\nbackend = "jax"\norders = [1]\nregions = ["specials"]\n'
-     'dtypes = ["float32"]\nmodes = ["eager"]\ncolour = "red"\n', r"fault row 1 .* unknown keys \['colour'\]"),
-    ('[[fault]]\nmechanism = "NOT_DEFINED"\nbackend = "jax"\norders = [1]\nregions = ["specials"]\n'
-     'dtypes = ["float32"]\nmodes = ["eager"]\n', "names mechanism 'NOT_DEFINED'"),
+    (('[[fault]]\nmechanism = "INF_GRAD"\nbackend = "jax"\norders = [1]\nregions = ["specials"]\n'
+      'dtypes = ["float32"]\nmodes = ["eager"]\ncolour = "red"\n'), r"fault row 1 .* unknown keys \['colour'\]"),
+    (('[[fault]]\nmechanism = "NOT_DEFINED"\nbackend = "jax"\norders = [1]\nregions = ["specials"]\n'
+      'dtypes = ["float32"]\nmodes = ["eager"]\n'), "names mechanism 'NOT_DEFINED'"),
     ('[mechanism.A]\nreason = "r"\n', "mechanism 'A' must have reason and link"),
     ("[[fault]\n", "is not TOML"),
 ])

@@ -226,8 +226,8 @@ REFUSED = [
     ("{'a': 1}", r"a dict display"),
     ("functools.partial(numpy.tanh, out=numpy.tanh)", r"the value of the keyword argument 'out'"),
     # file, code and environment access found by testing: each is refused before anything runs
-    ("keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': {'code': '4wEAAAAA'}}}, "
-     "safe_mode=False)", r"the dotted name 'keras\.layers\.Lambda\.from_config'"),
+    (("keras.layers.Lambda.from_config({'function': {'class_name': '__lambda__', 'config': {'code': '4wEAAAAA'}}}, "
+      "safe_mode=False)"), r"the dotted name 'keras\.layers\.Lambda\.from_config'"),
     ("keras.layers.ReLU.from_config", r"the attribute 'from_config' of keras\.layers\.ReLU"),
     ("transformers.AutoConfig.from_pretrained('no_such_model_folder', trust_remote_code=True)",
      r"the dotted name 'transformers\.AutoConfig\.from_pretrained' \(not an activation"),
@@ -425,7 +425,8 @@ def test_command_line_callable_failures_are_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [("gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by "
                     "zero on a float32 numpy array of shape (2,)")]
-    assert cli.main(["identify", "lambda x: numpy.maximum(x, [0.0] * (2**16 * 2**16 * 2**16 * 4))"]) == 2  # an 8 PiB list: MemoryError
+    # an 8 PiB list: MemoryError
+    assert cli.main(["identify", "lambda x: numpy.maximum(x, [0.0] * (2**16 * 2**16 * 2**16 * 4))"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the callable raised MemoryError on a float32 numpy array" in err[0]
     assert cli.main(["identify", "lambda x: x(1)"]) == 2  # a TypeError of the probe, one line

@@ -255,8 +255,8 @@ def test_an_entry_without_a_kernel_is_refused_and_left_out(backend, monkeypatch)
 
 
 def test_exp_polynomial_against_mpmath():
-    # EXP_Q(r) = (e^-r - 1 + r) / r^2 on |r| <= 0.42 (core/numerics/kernel_fit.py), checked at points of its range with the
-    # committed float32 coefficients evaluated in float64: the relative error of a float32-coefficient fit
+    # EXP_Q(r) = (e^-r - 1 + r) / r^2 on |r| <= 0.42 (core/numerics/kernel_fit.py), checked at points of its range with
+    # the committed float32 coefficients evaluated in float64: the relative error of a float32-coefficient fit
     import mpmath
 
     coeffs = KC.COEFFS["EXP_Q"]

@@ -1,5 +1,5 @@
-"""One run at a time per results folder (core.plumbing.lock): a second run into a held folder is refused at once with one
-line naming the holder (exit code 2), the holder goes on and completes; the lock is released on every exit (an
+"""One run at a time per results folder (core.plumbing.lock): a second run into a held folder is refused at once with
+one line naming the holder (exit code 2), the holder goes on and completes; the lock is released on every exit (an
 exception, SIGTERM); a lock left by a process that died without releasing it (SIGKILL) is taken over with one
 note.
 """

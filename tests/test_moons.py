@@ -180,8 +180,8 @@ def test_glorot_uniform_init():
 
 
 def _adam_numpy(grads, cfg):
-    """Apply experiments.moons.config.adam_step to `grads` in turn from p = 0; one step per epoch (70 train points, batch
-    70)."""
+    """Apply experiments.moons.config.adam_step to `grads` in turn from p = 0; one step per epoch (70 train points,
+    batch 70)."""
     c1, c2 = M.adam_bias_corrections(dataclasses.replace(cfg, n_samples=100, batch_size=70, epochs=len(grads)))
     assert c1.shape == (len(grads), 1)
     p, m, v, out = np.zeros_like(grads[0]), np.zeros_like(grads[0]), np.zeros_like(grads[0]), []

@@ -8,12 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import pytest
-import tomllib
 
 import gelulab
 

@@ -1,5 +1,5 @@
-"""The counting prose of README.md and docs/ matches the catalogue, the backend records, the known-fault table and the built-in
-grid (tests/readme_counts.py computes it; `python tests/readme_counts.py --write` regenerates the spans).
+"""The counting prose of README.md and docs/ matches the catalogue, the backend records, the known-fault table and the
+built-in grid (tests/readme_counts.py computes it; `python tests/readme_counts.py --write` regenerates the spans).
 
 References: the README itself (its spans are compared with what the records give now), the built-in grid's own
 TOML text (read by tomllib here, independently of experiments.moons.grid) and the catalogue's length.
@@ -7,9 +7,9 @@ TOML text (read by tomllib here, independently of experiments.moons.grid) and th
 from __future__ import annotations
 
 import itertools
+import tomllib
 
 import readme_counts as RC
-import tomllib
 
 from gelulab.core.activations import ACTIVATIONS
 from gelulab.experiments.moons.grid import DEFAULT_GRID
@@ -24,7 +24,8 @@ def test_every_counts_span_is_current():
     found = RC.spans(text)
     assert set(found) == set(RC.BLOCKS), f"README counts spans {sorted(found)}; generated blocks {sorted(RC.BLOCKS)}"
     stale = [name for name, texts in found.items() for t in texts if t != RC.BLOCKS[name]()]
-    assert not stale, f"counts spans {stale} of README.md or docs/ are stale: run `python tests/readme_counts.py --write`"
+    assert not stale, (f"counts spans {stale} of README.md or docs/ are stale: "
+                       "run `python tests/readme_counts.py --write`")
 
 
 def test_grid_count_is_the_product_of_the_grid_files_axes():

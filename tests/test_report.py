@@ -1,4 +1,5 @@
-"""gelulab.core.plumbing.report.environment(): a missing optional package is recorded, never fatal; threads in effect per backend."""
+"""gelulab.core.plumbing.report.environment(): a missing optional package is recorded, never fatal; threads in effect
+per backend."""
 from __future__ import annotations
 
 import types

@@ -86,8 +86,8 @@ def test_moons_sigint_keeps_finished_groups_and_resumes_number_for_number(tmp_pa
     assert "Traceback" not in err
     (line,) = err.strip().splitlines()
     kept = len(list(out.rglob("seed*.json")))
-    assert line == (f"gelulab moons: interrupted; {kept} of {N_MOONS_RUNS} moons runs are stored in {out / 'runs'}; run the "
-                    "same command again to resume")
+    assert line == (f"gelulab moons: interrupted; {kept} of {N_MOONS_RUNS} moons runs are stored in {out / 'runs'}; "
+                    "run the same command again to resume")
     assert 2 <= kept < N_MOONS_RUNS, "the study was not interrupted in the middle"
     # The same command again, and an uninterrupted run, in this process: the command line's main() as
     # `python -m gelulab` runs it, under the same GELULAB_BACKEND (the kept runs came from the other process).

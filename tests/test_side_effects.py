@@ -42,7 +42,8 @@ def settings():
     import signal
     s = {"XLA_FLAGS": os.environ.get("XLA_FLAGS"), "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
          "signals blocked": sorted(int(v) for v in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
-         "SIGINT handler": repr(signal.getsignal(signal.SIGINT)), "SIGTERM handler": repr(signal.getsignal(signal.SIGTERM))}
+         "SIGINT handler": repr(signal.getsignal(signal.SIGINT)),
+         "SIGTERM handler": repr(signal.getsignal(signal.SIGTERM))}
     if "jax" in names:
         import jax, jax.numpy as jnp
         s["jax_enable_x64"] = bool(jax.config.jax_enable_x64)
@@ -186,7 +187,8 @@ done = gelulab.reproducible(threads=1, backends=names)
 s = {"done": {k: sorted(v) for k, v in done.items()}, "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
 if "jax" in names:
     import jax, jax.numpy as jnp
-    s["x64"], s["prec"], s["ones"] = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision, str(jnp.ones(3).dtype)
+    s["x64"], s["prec"] = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision
+    s["ones"] = str(jnp.ones(3).dtype)
 if "torch" in names:
     import torch
     s["torch"] = [torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32]
@@ -242,8 +244,8 @@ hf(x).sum().backward()
     "tensorflow": r'''
 import keras, numpy as np, gelulab
 from gelulab.layers.keras import GELU
-model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), GELU(), keras.layers.Dense(256, activation="gelu"),
-                          keras.layers.Dense(1)])
+model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256), GELU(),
+                          keras.layers.Dense(256, activation="gelu"), keras.layers.Dense(1)])
 assert len(gelulab.swap(model, to="gelu_tanh")) == 1
 model.compile(optimizer="adam", loss="mse")
 model.fit(np.random.rand(256, 64), np.random.rand(256, 1), epochs=1, verbose=0)

@@ -50,7 +50,8 @@ def test_requires_skips_naming_gelulab_backend_when_the_backend_is_not_selected(
 def test_a_test_that_imports_an_unselected_framework_fails_by_name(tmp_path):
     """A probe suite run with the suite's conftest under GELULAB_BACKEND=numpy: the module that imports a
     framework at collection and the test that imports one are reported by name; a clean test passes."""
-    (tmp_path / "test_probe_module.py").write_text("import sys, types\nsys.modules['torch'] = types.ModuleType('torch')\n"
+    (tmp_path / "test_probe_module.py").write_text("import sys, types\n"
+                                                   "sys.modules['torch'] = types.ModuleType('torch')\n"
                                                    "def test_never_runs():\n    pass\n")
     (tmp_path / "test_probe_tests.py").write_text(textwrap.dedent("""\
         import sys, types
@@ -61,7 +62,8 @@ def test_a_test_that_imports_an_unselected_framework_fails_by_name(tmp_path):
         def test_imports_jax():
             sys.modules["jax"] = types.ModuleType("jax")
     """))
-    p = _pytest(["-p", "conftest", "-q", "-rfE", "--continue-on-collection-errors", str(tmp_path)], tmp_path, GELULAB_BACKEND="numpy",
+    p = _pytest(["-p", "conftest", "-q", "-rfE", "--continue-on-collection-errors", str(tmp_path)], tmp_path,
+                GELULAB_BACKEND="numpy",
                 PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     out = p.stdout + p.stderr
     assert p.returncode != 0, out

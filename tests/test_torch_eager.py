@@ -1,7 +1,7 @@
 """torch eager calls of gelulab's kernels: no stall, every signature, transforms and a missing C++ compiler.
 
-The float64 path that serves eager calls until the compiled loop is built (GELULAB_KERNEL_COMPILE, core.plumbing.config) is
-judged by the parity engine against the correctly rounded mpmath reference, like the compiled loop; the rest
+The float64 path that serves eager calls until the compiled loop is built (GELULAB_KERNEL_COMPILE, core.plumbing.config)
+is judged by the parity engine against the correctly rounded mpmath reference, like the compiled loop; the rest
 checks which path served a call, never how long it took (`gelulab bench` times them).
 """
 from __future__ import annotations

@@ -295,7 +295,8 @@ def _check(tree: ast.Expression, expression: str) -> dict[tuple[Namespace, str],
         if isinstance(node, ast.Constant):
             value = node.value
             if isinstance(value, str) and (len(value) > MAX_STRING or any(c in value for c in _STRING_BANNED)):
-                raise _refuse(expression, f"the string {value[:MAX_STRING]!r}{'...' if len(value) > MAX_STRING else ''} "
+                shown = f"{value[:MAX_STRING]!r}{'...' if len(value) > MAX_STRING else ''}"
+                raise _refuse(expression, f"the string {shown} "
                                           f"(strings have at most {MAX_STRING} characters, none of "
                                           f"{' '.join(_STRING_BANNED)})")
             if not (value is None or value is ... or isinstance(value, (bool, int, float, complex, str))):

@@ -203,8 +203,8 @@ def merge(dirs) -> dict:
 
     Raises ValueError, before anything is written: a DIR that does not exist (every missing one named, checked
     first); fewer than two DIRs or one given twice; a DIR that is not a folder or holds no usable results; a
-    group whose runs' experiment settings differ (one message naming the kind, the fields and each run's value); no group found in two or more DIRs (nothing to set side by side; the damaged
-    files are named then).
+    group whose runs' experiment settings differ (one message naming the kind, the fields and each run's value); no
+    group found in two or more DIRs (nothing to set side by side; the damaged files are named then).
     """
     missing = [str(d) for d in dirs if not Path(d).exists()]
     if missing:

@@ -38,7 +38,8 @@ class Kind:
     description: str
 
 
-SPECIAL = {"nan", "inf", "-inf", "infinity", "-infinity"}  # non-finite floats as core.plumbing.report.json_text writes them
+# non-finite floats as core.plumbing.report.json_text writes them
+SPECIAL = {"nan", "inf", "-inf", "infinity", "-infinity"}
 
 
 def _value(v, what: str, lo: float = -math.inf, hi: float = math.inf):

@@ -49,11 +49,11 @@ class MoonsConfig:
 
     n_samples: points drawn by make_moons (both classes together); noise: std of the Gaussian noise added to
     the points (make_moons units), >= 0; dataset: the data set drawn, a key of
-    experiments.moons.datasets.DATASETS ("moons": make_moons, the default; "circles": make_circles); val_fraction, test_fraction: shares of n_samples held out
-    (stratified); hidden: widths of the hidden layers (depth = len(hidden)), the MLP is 2 -> hidden... -> 1
-    logit; epochs, batch_size: training length and minibatch size (the last minibatch of an epoch is partial
-    when the train set is not a multiple of batch_size, as torch's DataLoader with drop_last=False); lr,
-    beta1, beta2, eps: Adam's alpha, beta_1, beta_2, epsilon (Kingma & Ba 2015, Algorithm 1). eps applies to
+    experiments.moons.datasets.DATASETS ("moons": make_moons, the default; "circles": make_circles); val_fraction,
+    test_fraction: shares of n_samples held out (stratified); hidden: widths of the hidden layers (depth = len(hidden)),
+    the MLP is 2 -> hidden... -> 1 logit; epochs, batch_size: training length and minibatch size (the last minibatch of
+    an epoch is partial when the train set is not a multiple of batch_size, as torch's DataLoader with drop_last=False);
+    lr, beta1, beta2, eps: Adam's alpha, beta_1, beta_2, epsilon (Kingma & Ba 2015, Algorithm 1). eps applies to
     the matched regime; the native regime uses each framework's default epsilon (torch 1e-8, optax 1e-8, Keras
     1e-7); seeds: the seeds (each fixes data, split, initial weights and order); arms: catalogue keys to
     train; impl: "formula" (gelulab's) or "builtin" (the framework's own activation); regimes: "matched"

@@ -17,9 +17,9 @@ from gelulab.experiments.moons.executors import EXECUTORS
 
 DEFAULT_OUT = "results/moons_grid"
 BUILTIN = "<built-in>"
-# Measured with the four arms before SiLU joined: the built-in grid with jax, torch and tensorflow took 622-627 CPU seconds of training (640 with the
-# frameworks' start-up) on the 2-core reference machine, about 5.3 minutes of its 2 cores; with other jobs
-# sharing them (load average 2-7) it took 911 s wall with the local executor and 902 s with Ray.
+# Measured with the four arms before SiLU joined: the built-in grid with jax, torch and tensorflow took 622-627 CPU
+# seconds of training (640 with the frameworks' start-up) on the 2-core reference machine, about 5.3 minutes of its 2
+# cores; with other jobs sharing them (load average 2-7) it took 911 s wall with the local executor and 902 s with Ray.
 GRID_TIME = ("about 5.5 minutes of 2 free cores with four arms (640 CPU s measured); SiLU's fifth arm adds about a "
              "quarter (estimated)")
 # The single-study options a grid sets in its file instead (they would be ignored otherwise): refused with --grid

@@ -407,7 +407,8 @@ def grid_divergence_warning(diverged) -> str | None:
         per.setdefault(d["cell"], []).append(d)
     parts = "; ".join(f"{cid} {counted(len(ds), 'run')} ({', '.join(sorted({k for d in ds for k in d['kinds']}))})"
                       for cid, ds in list(per.items())[:4])
-    return (f"WARNING: {counted(len(diverged), 'run')} in {len(per)} of the grid's cells diverged or did not learn — {parts}"
+    return (f"WARNING: {counted(len(diverged), 'run')} in {len(per)} of the grid's cells diverged or did not learn "
+            f"— {parts}"
             f"{'; ...' if len(per) > 4 else ''}. Their statistics use only finite values; lower lr or check the "
             "setup.")
 
@@ -477,7 +478,8 @@ def _main_effects_md(rows, arm) -> str:
         row = [AXIS_LABELS[key[0]], _value(key[0], key[1]), a["cells"], _d("test_acc", a["mean_diff"]),
                f"[{_d('test_acc', a['ci_low'])}, {_d('test_acc', a['ci_high'])}]",
                _p(max(a["w_p_bh"], a["t_p_bh"]))]
-        row += ([_d("test_loss", lo["mean_diff"]), f"[{_d('test_loss', lo['ci_low'])}, {_d('test_loss', lo['ci_high'])}]",
+        row += ([_d("test_loss", lo["mean_diff"]),
+                 f"[{_d('test_loss', lo['ci_low'])}, {_d('test_loss', lo['ci_high'])}]",
                  _p(max(lo["w_p_bh"], lo["t_p_bh"]))] if lo else ["—"] * 3)
         body.append(row)
     return markdown_table(head, body)
@@ -538,7 +540,8 @@ def _heatmaps_md(results) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("setup", "conclusions", "divergence", "significant", "heatmaps", "main_effects", "curves", "timing", "environment")
+SECTIONS = ("setup", "conclusions", "divergence", "significant", "heatmaps", "main_effects", "curves", "timing",
+            "environment")
 
 
 def markdown(results: dict, sections=SECTIONS) -> str:

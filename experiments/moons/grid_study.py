@@ -14,8 +14,8 @@ The unit of work is a cell (all its backends, arms and seeds); cells run in loca
 killed or interrupted worker leaves nothing behind) and returns it; the driver writes them into the cell's
 folder as each cell finishes, never overwriting a stored run. An interrupted grid therefore resumes from the
 finished cells, and a folder whose runs were made with other settings is refused before any training (naming
-the fields). --out is checked (core.plumbing.output.check_writable) and held by this run (core.plumbing.lock.hold) before any
-training.
+the fields). --out is checked (core.plumbing.output.check_writable) and held by this run (core.plumbing.lock.hold)
+before any training.
 """
 from __future__ import annotations
 
@@ -119,8 +119,8 @@ def run_grid(spec: GridSpec, out_dir, backends=None, executor: str = "local", jo
     id: [run records]}, "executor", "jobs", "address", "wall_s", "trained_cells", "resumed_cells", "hosts",
     "train_cpu_s", "load_average" [start, end], "analysis"}. Raises ValueError (before any training) for a bad
     spec, backend, executor option, an unwritable out_dir (core.plumbing.output.OutputUnwritable: a path under a file, a
-    read-only folder), a folder held by another run (core.plumbing.lock.FolderInUse) or a cell folder holding runs of other
-    settings; BackendUnavailable for a named backend that is not installed.
+    read-only folder), a folder held by another run (core.plumbing.lock.FolderInUse) or a cell folder holding runs of
+    other settings; BackendUnavailable for a named backend that is not installed.
     """
     from gelulab.experiments.moons import grid_report
 

@@ -6,9 +6,10 @@ far apart their training-loss trajectories are. Every interval is labelled with 
 
 loss_curves.png          per (backend group, regime) row: both arms in one axes, the training loss (solid, the
                          geometric mean over the seeds) with its band (the 95 % t-interval of the mean log loss,
-                         exponentiated: positive on the log axis) and the validation loss (dashed) per epoch, log y, the threshold of the epochs-to-reach measure
-                         (report.LOSS_THRESHOLD) drawn; beside it the paired difference GELU form − ReLU per seed
-                         in epochs to reach that threshold, with its mean and 95 % CI (report.dynamics_rows)
+                         exponentiated: positive on the log axis) and the validation loss (dashed) per epoch, log y, the
+                         threshold of the epochs-to-reach measure (report.LOSS_THRESHOLD) drawn; beside it the paired
+                         difference GELU form − ReLU per seed in epochs to reach that threshold, with its mean and 95 %
+                         CI (report.dynamics_rows)
 decision_boundaries.png  P(class 1) of the trained network of one seed over the plane, the 0.5 contour and
                          that seed's test points; one panel per (backend group, regime) x arm
 test_accuracy.png        left: test accuracy per arm, one point per seed, the mean and the 95 % t-interval of the
@@ -153,8 +154,9 @@ def _dynamics_row(results, label, regime, arm) -> dict | None:
 
 def plot_loss_curves(results, path) -> Path:
     """Both arms' mean training (band: 95 % t-interval of the mean over the seeds) and validation loss per epoch
-    in one axes per (backend group, regime) (geometric means; band: the 95 % t-interval of the mean log loss), the threshold of the epochs-to-reach measure, and beside it the
-    paired difference GELU form − ReLU per seed in epochs to reach it, its mean and 95 % CI."""
+    in one axes per (backend group, regime) (geometric means; band: the 95 % t-interval of the mean log loss), the
+    threshold of the epochs-to-reach measure, and beside it the paired difference GELU form − ReLU per seed in epochs to
+    reach it, its mean and 95 % CI."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 

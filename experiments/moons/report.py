@@ -789,8 +789,10 @@ def _value_text(v) -> str:
 def threads_text(threads: dict) -> str:
     """{backend: its threads() dict} in words: "torch intra_op 1, inter_op 2; jax intra_op 1, requested 1, applied
     True" (jax's XLA_FLAGS string left out: its count is intra_op)."""
-    return "; ".join(f"{b} {_value_text({k: v for k, v in t.items() if k != 'xla_flags'}) if isinstance(t, dict) else t}"
-                     for b, t in threads.items())
+    def shown(t):
+        return _value_text({k: v for k, v in t.items() if k != "xla_flags"}) if isinstance(t, dict) else t
+
+    return "; ".join(f"{b} {shown(t)}" for b, t in threads.items())
 
 
 def environment_md(env: dict) -> str:

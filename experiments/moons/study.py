@@ -251,8 +251,8 @@ def check_backends(backends) -> tuple[list[str], dict]:
 def train_groups(backend_name: str, cfg_dict: dict, out_dir: str | None, groups: list, report=None,
                  files: dict | None = None) -> dict:
     """Train `groups` (from plan) of one backend and write each run's record atomically as soon as its group
-    ends (core.plumbing.report.write_json with its checksum, which read_run verifies on resume). files: a dict instead of
-    out_dir (then None): each record's JSON text is put there under its path relative to the results folder
+    ends (core.plumbing.report.write_json with its checksum, which read_run verifies on resume). files: a dict instead
+    of out_dir (then None): each record's JSON text is put there under its path relative to the results folder
     ("runs/<regime>/<dtype>/<backend>/<arm>/seed<k>.json") and nothing is written (a grid cell's worker: no
     temporary folder to leave behind).
 

@@ -510,7 +510,9 @@ def run_parity(backends, out: Path, impls=IMPLS, keys=tuple(ACTIVATIONS), dtypes
         if log["stale"]:
             print(f"gelulab parity: {len(log['stale'])} stored groups were measured with other versions "
                   f"({log['stale'][0]}); measured again, not mixed in", file=sys.stderr)
-        behaviour_md, behaviour_js = behaviour_matrix(backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes])
+        behaviour_md, behaviour_js = behaviour_matrix(
+            backends, [d for d in ("float32", "float16", "bfloat16") if d in dtypes]
+        )
         summary = summary_table(rows)
         flagged = flagged_table(rows)
         c = _counts(rows)

@@ -66,8 +66,8 @@ def _evidence(g) -> str:
     at = "" if worst.get("worst_x") is None else f" at x = {worst['worst_x']:g}"
     ulp = "" if worst.get("max_ulp") is None else f"{worst['max_ulp']:.3g} ULP"
     n = len(g["cells"])
-    return (f"beyond tolerance in {n} cell{'' if n == 1 else 's'}, worst {ulp}{at} ({worst['dtype']}, d{worst['order']}, "
-            f"{worst['region']}, {worst['mode']})")
+    return (f"beyond tolerance in {n} cell{'' if n == 1 else 's'}, worst {ulp}{at} "
+            f"({worst['dtype']}, d{worst['order']}, {worst['region']}, {worst['mode']})")
 
 
 def _toml(value) -> str:

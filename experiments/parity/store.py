@@ -3,11 +3,12 @@
 Each measured group's output (the backend's values over the group's concatenated inputs, or the exception it
 raised) is written atomically to `<out>/groups/<group id>.npz` as soon as it is measured. A rerun with the same
 --out reads a stored group instead of measuring it again when its key matches: gelulab's, numpy's, ml_dtypes' and
-the framework's versions, the device, the framework's CPU dispatch level and the sha256 of the inputs. The judgement (tolerances, known faults) and
-the reference are recomputed on every run, so they always follow the current tables. A group stored with other
-versions is measured again (never mixed in); a file that cannot be read, or whose sha256 (over its record and
-its output's bits, stored with them) does not match its contents, is set aside (core.plumbing.output.set_aside) and its
-group measured again: a flipped bit or an edited record is never reported as measured.
+the framework's versions, the device, the framework's CPU dispatch level and the sha256 of the inputs. The judgement
+(tolerances, known faults) and the reference are recomputed on every run, so they always follow the current tables. A
+group stored with other versions is measured again (never mixed in); a file that cannot be read, or whose sha256 (over
+its record and its output's bits, stored with them) does not match its contents, is set aside
+(core.plumbing.output.set_aside) and its group measured again: a flipped bit or an edited record is never reported as
+measured.
 """
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ finite positive --lr). Every file of the model is verified against a sha256 mani
 (experiments.swap.model); --model DIR runs another BERT folder (verified against its own `sha256sums`, or marked
 UNVERIFIED in the report), whose files must all lie inside it (symbolic links resolved) and whose config.json
 must describe a possible BERT (positive sizes, hidden size divisible by the heads, the layers the weights hold).
-A fine-tune whose loss is not finite stops with one line naming the step. Each (backend, activation, stage) result is stored as it finishes
-(experiments.swap.store): Ctrl-C keeps them, and the same command resumes.
+A fine-tune whose loss is not finite stops with one line naming the step. Each (backend, activation, stage) result is
+stored as it finishes (experiments.swap.store): Ctrl-C keeps them, and the same command resumes.
 """
 from __future__ import annotations
 
@@ -105,10 +105,10 @@ def generate_sentences(n: int, seed: int, vocabulary: Sequence[str] = ()) -> lis
 
 
 def load_pairs(path: str | Path = DATA) -> list[tuple[str, str, str]]:
-    """Sentence pairs from a TSV with header `label<TAB>sentence_a<TAB>sentence_b`; label in experiments.swap.model.PAIR_LABELS.
-    Returns [(label, a, b)]. Raises ValueError naming the file and line of a malformed row or unknown label, or
-    naming the file when there is no pair of some label, or it does not exist, is not a regular file (/dev/null, a
-    folder) or is not UTF-8 text."""
+    """Sentence pairs from a TSV with header `label<TAB>sentence_a<TAB>sentence_b`; label in
+    experiments.swap.model.PAIR_LABELS. Returns [(label, a, b)]. Raises ValueError naming the file and line of a
+    malformed row or unknown label, or naming the file when there is no pair of some label, or it does not exist, is not
+    a regular file (/dev/null, a folder) or is not UTF-8 text."""
     if not Path(path).exists():
         raise ValueError(f"--pairs {path}: no such file; expected a TSV of labelled sentence pairs")
     if not Path(path).is_file():
@@ -392,13 +392,15 @@ def _run_backends(args, names, pairs, pre, out, plan, stored, encode_key, tune_k
             used.append(backend)
             versions_key = store.versions(backend.versions())
             params = mod.to_framework(pre.params)
-            original = _encode(mod, params, pre, backend.function(pre.config.activation, args.impl), sentences, args.batch_size)
+            original = _encode(mod, params, pre, backend.function(pre.config.activation, args.impl), sentences,
+                               args.batch_size)
             for p in (p for p in todo if p[2] != "fine-tuned"):
                 _, key, stage = p
                 bar.set_postfix_str(f"{name} {key}")
                 start = time.perf_counter()
                 act = backend.function(key, args.impl)
-                encoded = original if key == pre.config.activation else _encode(mod, params, pre, act, sentences, args.batch_size)
+                encoded = (original if key == pre.config.activation
+                           else _encode(mod, params, pre, act, sentences, args.batch_size))
                 rows[p] = _row(name, key, stage, 0, time.perf_counter() - start,
                                _measure(original, encoded, index, pairs))
                 store.save(out, name, key, stage, encode_key, versions_key, rows[p])

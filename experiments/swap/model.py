@@ -7,9 +7,9 @@ shipped with gelulab (MANIFEST) before anything is read. Another BERT folder can
 when it has one, and otherwise loaded as UNVERIFIED (the report says so). Every file of a model folder must lie
 inside it once symbolic links are resolved (`check_inside`): a link leading out is refused naming it, before any
 file is read or hashed. config.json is validated before use (`parse_config`: positive integer sizes, hidden size
-divisible by the head count, as many layers as model.safetensors holds). The model is a BERT encoder (Devlin et al. 2019, arXiv:1810.04805):
-6 layers, hidden 384, 12 heads, FFN 1536, exact GELU (config.json `hidden_act: "gelu"`). Each backend's
-`backends/<name>/bert.py` runs the same numpy weights; what is the same for every backend lives here.
+divisible by the head count, as many layers as model.safetensors holds). The model is a BERT encoder (Devlin et al.
+2019, arXiv:1810.04805): 6 layers, hidden 384, 12 heads, FFN 1536, exact GELU (config.json `hidden_act: "gelu"`). Each
+backend's `backends/<name>/bert.py` runs the same numpy weights; what is the same for every backend lives here.
 
 Sentence embedding (sentence-transformers, Reimers & Gurevych 2019, arXiv:1908.10084, and the model's
 `1_Pooling/config.json`: `pooling_mode_mean_tokens`): the mean of the last hidden states over real tokens, then

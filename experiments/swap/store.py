@@ -41,7 +41,8 @@ def save(out: Path, backend: str, activation: str, stage: str, key: dict, versio
 def load(out: Path, backend: str, activation: str, stage: str, key: dict) -> tuple[str, dict | None, str]:
     """(status, record, detail): status "missing", "ok" (record: {"row", "finetune", "versions"}), "settings"
     (made with other settings; detail names them; nothing is moved), "damaged" (unreadable, incomplete, or its
-    checksum missing or not matching; set aside; detail names the file, says why and where it went) or "stale" (other versions; set aside; detail names them)."""
+    checksum missing or not matching; set aside; detail names the file, says why and where it went) or "stale" (other
+    versions; set aside; detail names them)."""
     path = part_path(out, backend, activation, stage)
     if not path.exists():
         return "missing", None, ""

@@ -14,9 +14,9 @@ chunk, appended and flushed, so an interrupted run resumes where it stopped; eac
 settings, kernel source and package versions, and lines of other ids are ignored, so a changed kernel or framework
 is verified afresh; each line carries the sha256 of its record too, and a line whose checksum is missing or does
 not match, edited or damaged, is not reused: its chunk is verified again, with one note naming the file and line),
-summary.json and report.md. One run at a time holds --out (core.plumbing.lock). Backends: GELULAB_BACKEND or --backend, called as eager callers call them
-(--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd functions inside) or under the
-framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
+summary.json and report.md. One run at a time holds --out (core.plumbing.lock). Backends: GELULAB_BACKEND or --backend,
+called as eager callers call them (--mode eager, the default: the kernels run as jax.jit, XLA and torch.compile'd
+functions inside) or under the framework's compiler (--mode compiled); threads: GELULAB_THREADS (recorded).
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ MAX_CHUNK = 1 << 26  # the most inputs per chunk: its uint64 indices alone take 
 MAX_CHUNKS = 1 << 20  # more chunks than this is a mistake in --chunk (a 4-byte chunk of 2^32 inputs), refused
 BOUND_SAMPLE_STRIDE = 65537  # the oracle's float64 bound is checked on a spread of these float32 inputs every run
 # the source files whose text decides the verified bits, beside backends/<name>/kernels.py of each selected backend
-KERNEL_SOURCES = ("core/numerics/kernels.py", "core/numerics/kernel_coeffs.py", "core/numerics/float64_forms.py", "experiments/verify/oracle.py")
+KERNEL_SOURCES = ("core/numerics/kernels.py", "core/numerics/kernel_coeffs.py", "core/numerics/float64_forms.py",
+                  "experiments/verify/oracle.py")
 SMALL_DTYPES = ("bfloat16", "float16")
 ORDERS = (0, 1)
 
@@ -235,8 +236,8 @@ def run(args) -> int:
     """`gelulab verify`; returns 0 when every normal result is within 1 ULP and the special values hold, else 1.
 
     Raises ValueError for bad options or an unwritable --out (one line, exit code 2 from the command line, before
-    any work) and core.plumbing.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl (the
-    same command resumes from there)."""
+    any work) and core.plumbing.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl
+    (the same command resumes from there)."""
     from gelulab.backends import BACKEND_NAMES, capabilities, get_backend, selected_backends
     from gelulab.core.plumbing.lock import hold
     from gelulab.core.plumbing.output import Interrupted, check_writable
@@ -263,8 +264,9 @@ def run(args) -> int:
     out = check_writable(args.out)
     with hold(out):
         backends = [get_backend(n) for n in names]
-        config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys), "orders": list(orders),
-                  "mode": args.mode, "code": code_digest(names), "versions": _versions(backends)}
+        config = {"stride": stride, "chunk": args.chunk, "backends": list(names), "keys": list(keys),
+                  "orders": list(orders), "mode": args.mode, "code": code_digest(names),
+                  "versions": _versions(backends)}
         cid = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
         log = out / "chunks.jsonl"
         done = _read_log(log, cid)
@@ -340,8 +342,9 @@ def _append(f, cid, dtype, chunk, res, seconds):
 
 def _read_log(path: Path, cid: str, quiet: bool = False) -> dict:
     """The finished chunks of settings id `cid` in the log: {(dtype, chunk): record}. A line cut short by an
-    interruption is skipped, and so is a line of other settings; a line of `cid` whose checksum is missing or does not match its record (edited or
-    damaged) is skipped with one note on stderr naming the file and line (unless quiet), so its chunk runs again."""
+    interruption is skipped, and so is a line of other settings; a line of `cid` whose checksum is missing or does not
+    match its record (edited or damaged) is skipped with one note on stderr naming the file and line (unless quiet), so
+    its chunk runs again."""
     done, refused = {}, []
     if not path.exists():
         return done
@@ -400,8 +403,9 @@ def report_md(s: dict) -> str:
     env = s["environment"]
     lines = [
         "# gelulab verify: float32 kernels against the correctly rounded result", "",
-        (f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, git commit {env.get('git_commit') or 'unknown'}; "
-        f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}."), "",
+        (f"Command: `{env.get('command')}`; gelulab {env.get('gelulab')}, "
+         f"git commit {env.get('git_commit') or 'unknown'}; "
+         f"threads {env.get('threads')}, {env.get('cores')} cores, {env.get('cpu')}."), "",
         f"float32 inputs: one bit pattern in {cfg['stride']} (stride {cfg['stride']})" if cfg["stride"] > 1
         else "float32 inputs: all 2^32 bit patterns",
         f"({s['float32_chunks_done']} of {s['float32_chunks']} chunks done{'' if s['complete'] else ', incomplete'}); "
@@ -426,14 +430,17 @@ def report_md(s: dict) -> str:
                      v["max_ulp_subnormal"], v["special_bad"]])
     lines.append(markdown_table(["backend", "dtype", "activation", "order", "inputs", "max ULP", "at 1 ULP",
                                  "beyond 1", "worst input", "max ULP subnormal", "special-value misses"], rows))
-    lines += ["", ("max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal (XLA flushes "
-              "these to zero in jax and TensorFlow on CPUs, so there it is the result's size in subnormal steps).")]
+    lines += ["", ("max ULP subnormal: over 0 or normal inputs whose correctly rounded result is subnormal "
+              "(XLA flushes these to zero in jax and TensorFlow on CPUs, so there it is the result's size in "
+              "subnormal steps).")]
     lines += ["", "## Inputs where the backends differ in any bit", ""]
     if len(cfg["backends"]) < 2:
         lines += [f"One backend ran ({', '.join(cfg['backends'])}): nothing to compare.", ""]
         return "\n".join(lines) + "\n"
-    rows = [[*k.split("|"), v["n"], v["n_differ"], v["n_differ_normal_input"]] for k, v in sorted(s["backends_differ"].items())]
-    lines.append(markdown_table(["dtype", "activation", "order", "inputs", "differ", "differ (0 or normal input)"], rows))
+    rows = [[*k.split("|"), v["n"], v["n_differ"], v["n_differ_normal_input"]]
+            for k, v in sorted(s["backends_differ"].items())]
+    lines.append(markdown_table(["dtype", "activation", "order", "inputs", "differ", "differ (0 or normal input)"],
+                                rows))
     lines += ["", ("Subnormal inputs and results differ by design where XLA flushes them (jax, TensorFlow); the rest "
               "comes from XLA contracting products and sums into FMAs, which numpy and inductor do not."), ""]
     return "\n".join(lines) + "\n"

@@ -2,16 +2,16 @@
 mpmath (core.parity.reference) wherever that bound cannot decide the rounding.
 
 Each activation and its first derivative are evaluated in float64 by the closed forms of its catalogue entry's
-`float64` field (core.numerics.float64_forms: scipy.special.erfc and expit, which do not cancel; Hendrycks & Gimpel 2016,
-arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q
+`float64` field (core.numerics.float64_forms: scipy.special.erfc and expit, which do not cancel; Hendrycks & Gimpel
+2016, arXiv:1606.08415): x/2 erfc(-x/sqrt 2) and erfc(-x/sqrt 2)/2 + x phi(x) for exact GELU, x p and p + x z' p q
 (p = expit(z), q = expit(-z)) for the sigmoid forms. Their relative error is taken to be at most
 FLOAT64_BOUND = 2^-40, 8 times the largest error measured against mpmath on 512 spread float32 inputs per form
-and order (2^-43), and `check_bound` verifies it against mpmath on a sample of every run. The float64 value v decides the rounding to the target dtype
-unless the interval v (1 +- FLOAT64_BOUND) contains a rounding midpoint of that dtype (about one input in 2^16 for
-float32); those inputs, every input within ROOT_WINDOW of the zero of f' (the entry's kernel.d1_root, where
-p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is correctly rounded (core.parity.reference). Below
-|x| = 2^-60 the value of an entry with `half_at_zero` (f = x/2 + c x^2, c > 0: the GELU forms and SiLU) is x/2
-rounded, ties (subnormal halves) broken towards the side of the x^2 term.
+and order (2^-43), and `check_bound` verifies it against mpmath on a sample of every run. The float64 value v decides
+the rounding to the target dtype unless the interval v (1 +- FLOAT64_BOUND) contains a rounding midpoint of that dtype
+(about one input in 2^16 for float32); those inputs, every input within ROOT_WINDOW of the zero of f' (the entry's
+kernel.d1_root, where p + x z' p q cancels), zeros, infinities and NaNs go to mpmath, which is correctly rounded
+(core.parity.reference). Below |x| = 2^-60 the value of an entry with `half_at_zero` (f = x/2 + c x^2, c > 0: the GELU
+forms and SiLU) is x/2 rounded, ties (subnormal halves) broken towards the side of the x^2 term.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def float64_value(key: str, order: int, x: np.ndarray) -> np.ndarray:
 
 
 def _root(key: str) -> float | None:
-    """x0 < 0 with f'(x0) = 0 (minus the entry's kernel d1_root, core/numerics/kernel_fit.py), None where there is none."""
+    """x0 < 0 with f'(x0) = 0 (minus the entry's kernel d1_root, core/numerics/kernel_fit.py), None where there is
+    none."""
     kern = get_activation(key).kernel
     return None if kern is None or kern.d1_root is None else -kern.d1_root
 
@@ -88,7 +89,7 @@ def expected(key: str, order: int, x: np.ndarray, dtype: str) -> tuple[np.ndarra
         small = (np.abs(x64) < TINY_X) & (x64 != 0)
         half = 0.5 * x64[small]
         rs = half.astype(dt)
-        lo_s, hi_s = _neighbours(rs, dt)
+        _lo_s, hi_s = _neighbours(rs, dt)
         rs64 = rs.astype(np.float64)
         tie = rs64 != half
         up = np.where(rs64 < half, hi_s, rs64)  # the larger of the two neighbours of the tie
