@@ -1,7 +1,8 @@
 """The package: one import name (`gelulab`, beside a user's own `core` package), one version (pyproject.toml), and
 the architecture declared in pyproject.toml's `[tool.importlinter]` contracts (imports point one way: cli ->
 experiments | benchmarks -> api : layers -> backends -> core; only the backends import a framework, a layer
-module its own framework's), checked by import-linter's `lint-imports` over the source."""
+module its own framework's), checked by import-linter's `lint-imports` over the source, and `ruff check` over the
+source with pyproject.toml's `[tool.ruff]` settings (lines of at most 120 columns)."""
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ import gelulab
 
 ROOT = Path(gelulab.__file__).resolve().parent  # the repository root is the package directory
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+RUFF = Path(sys.executable).with_name("ruff")
 
 
 def _lint_imports(cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
@@ -59,6 +61,31 @@ def test_the_checker_fails_on_a_wrong_way_import(tmp_path):
     assert "gelulab.experiments is not allowed to import torch" in proc.stdout
     assert "gelulab.experiments.wrong_framework -> torch" in proc.stdout
     assert "gelulab.core.numerics.wrong_layer -> gelulab.core.contracts.interface" in proc.stdout
+
+
+def _ruff(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`ruff check` with pyproject.toml's [tool.ruff] settings (line length 120, ruff's default rules and E501); no
+    cache written."""
+    if not RUFF.exists():
+        pytest.skip("ruff is not installed (the dev extra)")
+    return subprocess.run([str(RUFF), "check", "--no-cache", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_the_source_passes_ruff():
+    proc = _ruff(str(ROOT))
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_ruff_fails_on_a_line_of_121_columns(tmp_path):
+    """A copy of __main__.py with one line of 121 columns fails the same settings, so the test above can fail."""
+    line = 'TOO_LONG = "' + ("word " * 30)[: 121 - len('TOO_LONG = "') - 1] + '"'
+    assert len(line) == 121
+    copy = tmp_path / "main_copy.py"
+    copy.write_text((ROOT / "__main__.py").read_text() + line + "\n")
+    proc = _ruff("--config", str(ROOT / "pyproject.toml"), str(copy), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "E501" in proc.stdout and "(121 > 120)" in proc.stdout, proc.stdout[-4000:]
 
 
 def test_version_is_written_once_in_pyproject():
