@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-import tomllib
 
 from gelulab.experiments.moons.config import MoonsConfig, check_depth, check_seed_count, lr_problem
 
