@@ -110,14 +110,15 @@ def specials(dtype: str) -> np.ndarray:
 
 
 # a far-tail float32 point: torch eager returns -0.0 and compiled ~-1.65e-7 (true -8.665e-8)
-ISSUE_TAIL_POINT = -5.533906936645508
+FAR_TAIL_POINT = -5.533906936645508
 
 
 def cases(dtype: str) -> np.ndarray:
-    """Points named in the issues and the article: -10, -8, -6, -5.5, -5, -4, -1, -0.7518 (GELU's minimum), 0, 1, 2,
-    -20, 148, 256, and -5.533906936645508 repeated 64 times to fill a SIMD vector (not deduplicated)."""
+    """Points named in the upstream fault reports and the article: -10, -8, -6, -5.5, -5, -4, -1, -0.7518 (GELU's
+    minimum), 0, 1, 2, -20, 148, 256, and -5.533906936645508 repeated 64 times to fill a SIMD vector (not
+    deduplicated)."""
     named = [-20.0, -10.0, -8.0, -7.0, -6.0, -5.5, -5.0, -4.0, -1.0, -0.7518, 0.0, 1.0, 2.0, 148.0, 256.0]
-    a = np.asarray(named + [ISSUE_TAIL_POINT] * 64, dtype=np.float64).astype(get_dtype(dtype).np_dtype)
+    a = np.asarray(named + [FAR_TAIL_POINT] * 64, dtype=np.float64).astype(get_dtype(dtype).np_dtype)
     return a[np.isfinite(a.astype(np.float64))]
 
 

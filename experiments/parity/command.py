@@ -27,7 +27,7 @@ from gelulab.core.contracts.interface import ORDERS
 from gelulab.core.numerics.dtypes import DTYPES
 from gelulab.core.parity.known_faults import KINDS, KNOWN_FAULTS
 from gelulab.core.parity.reference import reference, reference_float
-from gelulab.core.parity.regions import ISSUE_TAIL_POINT, REGIONS
+from gelulab.core.parity.regions import FAR_TAIL_POINT, REGIONS
 from gelulab.core.parity.tolerances import (
     FORMULA_GOALS,
     TOLERANCES,
@@ -291,17 +291,17 @@ def tail_point_table(raw) -> str:
     """The vector-fill case: x = -5.533906936645508 repeated 64 times (float32), the value every backend, impl and mode
     returned, for each smooth activation (an activation with a tail), beside its true value."""
     rows = []
-    x = float(np.float32(ISSUE_TAIL_POINT))
+    x = float(np.float32(FAR_TAIL_POINT))
     order = list(ACTIVATIONS)
     for g, res in sorted(raw.items(), key=lambda item: order.index(item[0].key)):  # stable: backends stay in order
         if g.dtype != "float32" or g.order != 0 or not ACTIVATIONS[g.key].smooth:
             continue
         r = res["cases"]
-        mask = r.x.astype(np.float64) == np.float32(ISSUE_TAIL_POINT)
+        mask = r.x.astype(np.float64) == np.float32(FAR_TAIL_POINT)
         vals = np.unique(r.actual[mask]) if r.actual is not None else []
         rows.append([ACTIVATIONS[g.key].label, fmt(reference_float(g.key, x), 4), g.backend, g.impl, g.mode,
                      ", ".join(fmt(float(v), 4) for v in vals)])
-    return (f"x = {ISSUE_TAIL_POINT!r} (float32) repeated 64 times\n\n"
+    return (f"x = {FAR_TAIL_POINT!r} (float32) repeated 64 times\n\n"
             + markdown_table(["activation", "true value", "backend", "impl", "mode", "returned"], rows))
 
 
