@@ -1,4 +1,4 @@
-"""Tests of the activation benchmark (issue 5): the timer's method, the grid filters, the bandwidth arithmetic, the
+"""Tests of the activation benchmark: the timer's method, the grid filters, the bandwidth arithmetic, the
 no-recompilation check per backend, and a --quick run that must write valid output. No test asserts a speed."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""gelulab's formula contract (issue 3), per backend, mode, dtype and catalogue entry: special values, no overflow
+"""gelulab's formula contract, per backend, mode, dtype and catalogue entry: special values, no overflow
 near the dtype's maximum, finite gradients wherever the correctly rounded derivative is finite, and the named cases.
 Expected values are the correctly rounded mpmath reference (its limits at +-inf, the sign of zero included) and
-mpmath values quoted in the issue, not outputs of the code under test; what each entry's derivative does at the
+mpmath values computed independently, not outputs of the code under test; what each entry's derivative does at the
 dtype's extremes (tend to a finite limit, or overflow like relu(x)^2's 2x) is read from that reference, not assumed.
 """
 from __future__ import annotations
@@ -74,20 +74,20 @@ def test_gradients_finite_wherever_the_reference_is(backend, mode, key, dtype):
 @pytest.mark.backend_needs("float16")
 @pytest.mark.parametrize("x", [148.0, 256.0])
 def test_float16_tanh_gradient_is_one_at_large_x(backend, mode, x):
-    # issue 3: not NaN from an overflowing x^3
+    # not NaN from an overflowing x^3
     assert _eval(backend, "gelu_tanh", [x], "float16", order=1, mode=mode)[0] == 1.0
 
 
 @pytest.mark.parametrize("x,value", [(-4.0, -1.2668496733247969e-4), (-8.0, -4.9767684594174273e-15),
                                      (-20.0, -5.5072482372124674e-88)])
 def test_float64_exact_tail_within_1e13(backend, mode, x, value):
-    # mpmath: x/2 * erfc(-x/sqrt 2) at 50 digits (issue 3: within 1e-13 relative)
+    # mpmath: x/2 * erfc(-x/sqrt 2) at 50 digits (within 1e-13 relative)
     y = _eval(backend, "gelu_none", [x], "float64", mode=mode)[0]
     assert y == pytest.approx(value, rel=1e-13)
 
 
 @pytest.mark.parametrize("x,value", [(-6.0, -5.91952587e-9)])
 def test_float32_exact_reaches_minus_six(backend, mode, x, value):
-    # issue 2: the formula reaches GELU(-6) = -5.92e-9 in float32, within 1e-5 relative
+    # the formula reaches GELU(-6) = -5.92e-9 in float32, within 1e-5 relative
     y = _eval(backend, "gelu_none", [x], "float32", mode=mode)[0]
     assert y == pytest.approx(value, rel=1e-5)

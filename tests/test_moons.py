@@ -1,4 +1,4 @@
-"""The moons study (issues 2 part 6 and 4): config validation, data/split/order, the Adam formula, statistics
+"""The moons study: config validation, data/split/order, the Adam formula, statistics
 against scipy and textbook values, cross-backend agreement in float64 against an independent numpy backprop
 reference, batched-vs-single seeds, resume after an interrupt, the native regime, and the report.
 
@@ -45,14 +45,14 @@ def _skip_numpy(backend_name):
 
 def test_defaults_are_the_articles_setting():
     cfg = M.MoonsConfig()
-    # issue 2 part 6 / issue 4: 2000 samples, noise 0.2, 2-64-64-1, Adam lr 1e-3 (0.9, 0.999) eps 1e-8, batch
+    # the article's setting: 2000 samples, noise 0.2, 2-64-64-1, Adam lr 1e-3 (0.9, 0.999) eps 1e-8, batch
     # 32,
     # 100 epochs, 20 seeds, every catalogue arm, matched regime
     assert (cfg.n_samples, cfg.noise, cfg.hidden, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.batch_size,
             cfg.epochs) == (2000, 0.2, (64, 64), 1e-3, 0.9, 0.999, 1e-8, 32, 100)
     assert cfg.seeds == tuple(range(20)) and cfg.regimes == ("matched",)
     assert cfg.arms == tuple(ACTIVATIONS)
-    # 70/15/15 split: 1400 train points, ceil(1400/32) = 44 minibatches, 4400 steps (issue 4's figure)
+    # 70/15/15 split: 1400 train points, ceil(1400/32) = 44 minibatches, 4400 steps
     assert cfg.sizes == (1400, 300, 300)
     assert cfg.steps_per_epoch * cfg.epochs == 4400
 

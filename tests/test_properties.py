@@ -4,7 +4,7 @@
   F(x) + F(-x) = 1 (exact GELU: Phi; the tanh and sigmoid forms: sigma(2u) and sigma(1.702 x); ReLU: the step),
   the entries chosen by checking the identity in mpmath; ReLU's holds exactly;
 * each approximation stays within its known distance of exact GELU: |tanh form - exact| <= 4.73e-4 and
-  |sigmoid form - exact| <= 2.03e-2 absolutely (issue 3; the maxima, computed with mpmath, are 4.7324e-4 at
+  |sigmoid form - exact| <= 2.03e-2 absolutely (the maxima, computed with mpmath, are 4.7324e-4 at
   x = 2.699 and 2.03349e-2 at x = -2.2704, so the bounds are those values rounded up in their 4th digit);
 * every entry is monotonic above its largest critical point (GELU's minimum at x = -0.7518), in the direction its
   derivative has there (non-decreasing for every entry today), both found with mpmath from the entry's mp form.

