@@ -300,6 +300,35 @@ def test_a_merge_goes_on_without_its_damaged_input(tmp_path, capsys):
     assert (tmp_path / "a" / "parity.json").read_text() == _PARITY_NO_IMPL  # left as it was
 
 
+def test_reference_store_entries_swapped_between_keys_are_named_and_computed_again(tmp_path, monkeypatch, capsys):
+    """Two entries of the reference store (GELULAB_REFERENCE_CACHE) swapped: each passes its own checksum but holds
+    another key's reference. Both are named as damaged in one line each and computed again, so the parity numbers
+    equal those of a run on the undamaged store (each cell's max ULP), and the run exits 0."""
+    from gelulab.experiments.parity import engine
+
+    monkeypatch.setenv("GELULAB_REFERENCE_CACHE", str(tmp_path / "S"))
+    argv = ["parity", "--backend", "numpy", "--activation", "gelu_none", "--dtype", "float32", "--impl", "formula",
+            "--order", "0,1", "--no-plots", "--out"]
+    engine.expected.cache_clear()  # the references this process holds: each run reads the store
+    assert gelulab.main([*argv, str(tmp_path / "A")]) == 0
+    (d0,), (d1,) = (list((tmp_path / "S").glob(f"gelu_none-d{k}-float32-*.npz")) for k in (0, 1))
+    b0, b1 = d0.read_bytes(), d1.read_bytes()
+    d0.write_bytes(b1)
+    d1.write_bytes(b0)
+    capsys.readouterr()
+    engine.expected.cache_clear()
+    assert gelulab.main([*argv, str(tmp_path / "B")]) == 0
+    damaged = re.findall(r"gelulab: reference store entry (\S+) is damaged \(it holds the reference of another key: "
+                         r"order \d, expected \d\); set aside as \S+; computed again", capsys.readouterr().err)
+    assert sorted(damaged) == sorted([str(d0), str(d1)])
+
+    def max_ulp(out):
+        cells = json.loads((tmp_path / out / "parity.json").read_text())["cells"]
+        return {(c["order"], c["region"]): c["max_ulp"] for c in cells}
+
+    assert max_ulp("B") == max_ulp("A") and len(max_ulp("A")) > 2
+
+
 # ----------------------------------------------------------------------------------------------------- Ray
 
 

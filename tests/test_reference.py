@@ -205,10 +205,10 @@ def test_a_store_entry_with_two_values_changed_is_named_set_aside_and_computed_a
     reference_store.stored(reference, "gelu_none", 0, "float32", x)
     (entry,) = tmp_path.glob("*.npz")
     with np.load(entry) as e:
-        bits, digest = e["bits"].copy(), e["sha256"]
-    bits[[3, 40]] ^= 0x00400000  # two values changed, same dtype and shape, the old checksum kept
+        bits, key, digest = e["bits"].copy(), e["key"], e["sha256"]
+    bits[[3, 40]] ^= 0x00400000  # two values changed, same dtype, shape and key, the old checksum kept
     with open(entry, "wb") as f:
-        np.savez(f, bits=bits, sha256=digest)
+        np.savez(f, bits=bits, key=key, sha256=digest)
     capsys.readouterr()
     got = reference_store.stored(reference, "gelu_none", 0, "float32", x)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
