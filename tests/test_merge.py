@@ -211,3 +211,23 @@ def test_a_field_read_from_a_file_cannot_forge_a_table_row(tmp_path):
     assert "\n| forged" not in text and "numpy \\| forged \\| row \\|" in text
     rows = [line for line in text.splitlines() if "forged" in line]
     assert len(rows) == 1 and rows[0].count(" | ") == 10, rows  # one row, its 11 cells (the 2nd cell is "numpy")
+
+
+def test_an_environment_string_read_from_a_file_cannot_forge_a_line_of_merge_md(tmp_path, capsys):
+    """Environment strings holding line breaks (python, numpy, a framework's version, a field's name) are written
+    on their own line of merge.md's "Versions per run" and in the sentence naming what differs: the line breaks
+    are written as \\n, so no line of merge.md starts with the forged text."""
+    forged = "\n| forged-env-python | x |"
+    _parity(tmp_path / "a")
+    path = _parity(tmp_path / "b")
+    data = json.loads(path.read_text())
+    data["environment"] = {**ENV_OF, "python": "3.11" + forged, "numpy": "2.0" + forged,
+                           "frameworks": {"torch" + forged: {"torch": "2.4" + forged}}, "cpu" + forged: "x"}
+    path.write_text(json.dumps(data))
+    out = tmp_path / "m"
+    assert gelulab.main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    lines = (out / "merge.md").read_text().splitlines()
+    assert not [line for line in lines if line.startswith("| forged")]
+    escaped = "\\n| forged-env-python | x |"  # the line break written as the two characters \ and n
+    assert f"- B: python 3.11{escaped}, numpy 2.0{escaped}; torch{escaped}: torch 2.4{escaped}" in lines
+    assert len(capsys.readouterr().out.splitlines()) == 2  # the group's line and the files written

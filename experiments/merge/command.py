@@ -142,8 +142,21 @@ def find_runs(folder, damaged: list | None = None, skipped: list | None = None) 
     return found
 
 
+# characters that would end a line or hide text: each written as its escape (\n, \x1b, \u2028, ...)
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), *range(0x7F, 0xA0))}
+_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def inline(value) -> str:
+    """str(value) as text on one line of merge.md or of a message: line breaks and other control characters written
+    as their escapes (\\n, \\x1b), so a value read from a results file or a folder name (an environment string, a
+    path) cannot start a line of its own (a forged heading or table row) in the report or a second line on stderr.
+    Table cells are escaped by core.plumbing.report.table_cell."""
+    return str(value).translate(_CONTROL)
+
+
 def _damaged_list(damaged: list) -> str:
-    return ", ".join(f"{d['path']} ({d['problem']})" for d in damaged)
+    return ", ".join(f"{inline(d['path'])} ({inline(d['problem'])})" for d in damaged)
 
 
 def _flat(d, prefix="") -> dict:
@@ -157,7 +170,7 @@ def _flat(d, prefix="") -> dict:
 
 
 def _short(v, limit: int = 60) -> str:
-    s = json.dumps(v) if not isinstance(v, str) else v
+    s = inline(json.dumps(v) if not isinstance(v, str) else v)
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
@@ -181,7 +194,7 @@ def environment_differs(runs: list[dict]) -> list[str]:
 
 def _label_of(env: dict, fields: list[str]) -> str:
     flat = _flat(env)
-    parts = [f"{k} {flat.get(k)}" for k in fields if k in flat]
+    parts = [f"{inline(k)} {inline(flat.get(k))}" for k in fields if k in flat]
     return "; ".join(parts) if parts else "same environment"
 
 
@@ -230,16 +243,18 @@ def merge(dirs) -> dict:
         fields = settings_differ(runs)
         if fields:
             flats = [_flat(KINDS[kind].settings(r["data"])) for r in runs]
-            shown = "; ".join(f"{k} (" + ", ".join(f"{r['dir']}: {_short(f.get(k))}" for r, f in zip(runs, flats))
-                              + ")" for k in fields[:6])
+            shown = "; ".join(f"{inline(k)} (" + ", ".join(f"{inline(r['dir'])}: {_short(f.get(k))}"
+                                                         for r, f in zip(runs, flats)) + ")" for k in fields[:6])
             more = f" and {len(fields) - 6} more" if len(fields) > 6 else ""
-            where = "" if rel == "." else f" in {rel}"
-            problems.append(f"{kind} runs{where} differ in experiment settings {', '.join(fields)}: {shown}{more}")
+            where = "" if rel == "." else f" in {inline(rel)}"
+            problems.append(f"{kind} runs{where} differ in experiment settings {', '.join(map(inline, fields))}: "
+                            f"{shown}{more}")
     if problems:
         raise ValueError("; ".join(problems) + "; merge sets side by side only runs of the same experiment")
     joined = {k: v for k, v in groups.items() if len(v) >= 2}
     if not joined:
-        found = ", ".join(f"{k} ({r}) in {v[0]['dir']}" for (k, r), v in groups.items()) or "nothing usable"
+        found = (", ".join(f"{k} ({inline(r)}) in {inline(v[0]['dir'])}" for (k, r), v in groups.items())
+                 or "nothing usable")
         aside = f"; set aside as damaged: {_damaged_list(damaged)}" if damaged else ""
         raise ValueError(f"no results found in two or more of the folders (found: {found}){aside}; expected "
                          "the same command's results from each machine")
@@ -303,17 +318,18 @@ def markdown(merged: dict) -> str:
     out.append("\nVersions per run (python, numpy, frameworks):\n")
     for r in merged["runs"]:
         env = r["environment"]
-        fw = "; ".join(f"{b}: " + ", ".join(f"{k} {v}" for k, v in vs.items())
+        fw = "; ".join(f"{inline(b)}: " + ", ".join(f"{inline(k)} {inline(v)}" for k, v in vs.items())
                        for b, vs in (env.get("frameworks") or {}).items())
-        out.append(f"- {r['label']}: python {env.get('python', '—')}, numpy {env.get('numpy', '—')}"
+        out.append(f"- {r['label']}: python {inline(env.get('python', '—'))}, numpy {inline(env.get('numpy', '—'))}"
                    + (f"; {fw}" if fw else ""))
     out.append("")
     for g in merged["groups"]:
         k = KINDS[g["kind"]]
-        title = g["kind"] + ("" if g["rel"] == "." else f" ({g['rel']})")
+        title = g["kind"] + ("" if g["rel"] == "." else f" ({inline(g['rel'])})")
         out.append(f"## {title}: runs {', '.join(g['runs'])}\n")
         out.append(f"{k.description}. Experiment settings equal in every run; environments differ in: "
-                   f"{', '.join(g['environment_differs']) or 'nothing recorded'}. {g['differ']} of {len(g['rows'])} "
+                   f"{', '.join(map(inline, g['environment_differs'])) or 'nothing recorded'}. {g['differ']} of "
+                   f"{len(g['rows'])} "
                    "rows differ between the runs (listed first).\n")
         head = list(k.key) + [f"{h} {lab}" for _, h, _ in k.values for lab in g["runs"]] + ["differs"]
         first = g["runs"][0]
@@ -321,14 +337,14 @@ def markdown(merged: dict) -> str:
                                           for lab in g["runs"]] + ["yes" if r["differs"] else ""] for r in g["rows"]]
         out.append(markdown_table(head, body))
     for s in merged["single"]:
-        out.append(f"- {s['kind']} ({s['rel']}) only in {s['dir']}: nothing to set beside it.")
+        out.append(f"- {s['kind']} ({inline(s['rel'])}) only in {inline(s['dir'])}: nothing to set beside it.")
     if merged.get("damaged"):
         out.append("\n## Set aside as damaged\n")
         out.append("These results files could not be used and are not in the tables above (left as they are):\n")
-        out += [f"- {d['path']}: {d['problem']}" for d in merged["damaged"]]
+        out += [f"- {inline(d['path'])}: {inline(d['problem'])}" for d in merged["damaged"]]
     if merged.get("skipped"):
         out.append("\n## Folders not followed\n")
-        out += [f"- {d['path']}: {d['problem']}" for d in merged["skipped"]]
+        out += [f"- {inline(d['path'])}: {inline(d['problem'])}" for d in merged["skipped"]]
     return "\n".join(out) + "\n"
 
 
@@ -342,15 +358,16 @@ def run(args) -> int:
     out = check_writable(args.out)  # before any input is read
     merged = merge(args.dirs)
     for d in merged["damaged"]:
-        print(f"merge: {d['path']} is damaged ({d['problem']}); set aside, not merged", file=sys.stderr)
+        print(f"merge: {inline(d['path'])} is damaged ({inline(d['problem'])}); set aside, not merged", file=sys.stderr)
     for d in merged["skipped"]:
-        print(f"merge: {d['path']} is {d['problem']}", file=sys.stderr)
+        print(f"merge: {inline(d['path'])} is {inline(d['problem'])}", file=sys.stderr)
     text = markdown(merged)
     with hold(out):  # one run at a time in --out
         atomic_write_text(out / "merge.md", text)
         write_json(out / "merge.json", merged)
     for g in merged["groups"]:
-        print(f"{g['kind']} ({g['rel']}): runs {', '.join(g['runs'])}, {len(g['rows'])} rows, {g['differ']} differ; "
-              f"environments differ in {', '.join(g['environment_differs']) or 'nothing recorded'}")
+        differ = ", ".join(map(inline, g["environment_differs"])) or "nothing recorded"
+        print(f"{g['kind']} ({inline(g['rel'])}): runs {', '.join(g['runs'])}, {len(g['rows'])} rows, {g['differ']} "
+              f"differ; environments differ in {differ}")
     print(f"wrote {out / 'merge.md'}, {out / 'merge.json'}")
     return 0
