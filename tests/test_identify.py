@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+import re
 
 import mpmath
 import numpy as np
@@ -464,3 +465,42 @@ def test_every_backend_tool_module_a_record_lists_exists_and_imports_no_framewor
     code = f"import sys; {imports}; print(sorted(m for m in {frameworks!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _zip(members: dict) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+# structurally empty model files: (name, bytes, the framework that reads them, what the one line says). The
+# flatbuffer schema (tensorflow/lite/schema/schema.fbs) reads 4096 zero bytes as a Model whose tables are absent;
+# "TFL3" is the schema's file_identifier, at bytes 4-8.
+_EMPTY_MODELS = [
+    ("zeros.tflite", bytes(4096), "tensorflow", r"not a TFLite model: no subgraph"),
+    ("tfl3.tflite", bytes(4) + b"TFL3" + bytes(4088), "tensorflow", r"not a TFLite model: no subgraph"),
+    ("zeros.onnx", bytes(4096), "onnx", r"not an ONNX model"),
+    ("empty.onnx", b"", "onnx", r"cannot run it|not an ONNX model"),
+    ("empty.keras", _zip({}), "keras", r"load_model failed|not a \.keras file"),
+    ("garbage.pt2", _zip({"archive/data.pkl": b"garbage"}), "torch", r"torch\.export\.load failed|not a \.pt2"),
+]
+
+
+@pytest.mark.parametrize("name,data,framework,said", _EMPTY_MODELS, ids=[m[0] for m in _EMPTY_MODELS])
+def test_a_structurally_empty_model_file_is_one_line_naming_it(name, data, framework, said, tmp_path, monkeypatch,
+                                                                capsys):
+    requires(framework) if framework != "onnx" else (pytest.importorskip("onnx"), pytest.importorskip("onnxruntime"))
+    (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["identify", name]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.startswith("gelulab")]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1 and re.search(rf"^gelulab identify: error: {re.escape(name)}: .*({said})", lines[0]), err
+    with pytest.raises(ValueError, match=re.escape(name)):
+        identify(str(tmp_path / name))

@@ -353,6 +353,7 @@ def read_tflite(path: Path) -> tuple[list[Site], str, str]:
         model = _convert_model_from_bytearray_to_object(bytearray(data))
     except Exception as e:
         raise ValueError(f"{path}: not a TFLite flatbuffer ({type(e).__name__}: {str(e)[:120]})") from e
+    _check_tflite_structure(path, model)
     builtin = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
     activation = {v: k for k, v in vars(fb.ActivationFunctionType).items() if not k.startswith("_")}
     sg = model.subgraphs[0]
@@ -408,6 +409,32 @@ def read_tflite(path: Path) -> tuple[list[Site], str, str]:
     sites = [s for _, s in sorted(keyed, key=lambda k: k[0])]
     runtime = tflite_runtime()
     return sites, "TFLite", runtime
+
+
+def _check_tflite_structure(path: Path, model) -> None:
+    """Raises ValueError naming path when the parsed flatbuffer is not a model read_tflite can walk: no subgraph
+    (a file of zeros parses as an empty model), or an operator or tensor pointing past the tables it indexes."""
+    expected = "expected a .tflite file written by tf.lite.TFLiteConverter"
+    if not model.subgraphs:
+        raise ValueError(f"{path}: not a TFLite model: no subgraph; {expected}")
+    model.buffers = model.buffers if model.buffers is not None else []
+    codes = model.operatorCodes if model.operatorCodes is not None else []
+    sg = model.subgraphs[0]
+    tensors = sg.tensors if sg.tensors is not None else []
+    sg.tensors, sg.operators = tensors, sg.operators if sg.operators is not None else []
+    sg.inputs, sg.outputs = [] if sg.inputs is None else sg.inputs, [] if sg.outputs is None else sg.outputs
+    for i, op in enumerate(sg.operators):
+        if not 0 <= op.opcodeIndex < len(codes):
+            raise ValueError(f"{path}: not a usable TFLite model: operator {i} names operator code {op.opcodeIndex} "
+                             f"of {len(codes)}; {expected}")
+        for t in [*(op.inputs if op.inputs is not None else []), *(op.outputs if op.outputs is not None else [])]:
+            if int(t) >= len(tensors):
+                raise ValueError(f"{path}: not a usable TFLite model: operator {i} names tensor {int(t)} of "
+                                 f"{len(tensors)}; {expected}")
+    for t in [*sg.inputs, *sg.outputs]:
+        if not 0 <= int(t) < len(tensors):
+            raise ValueError(f"{path}: not a usable TFLite model: the subgraph names tensor {int(t)} of "
+                             f"{len(tensors)}; {expected}")
 
 
 def _is_float(tensor) -> bool:
