@@ -213,8 +213,8 @@ def measure(opts: dict, result: dict, seed: int = 0, progress=print, checkpoint=
     for name in opts["backends"]:
         mod = subject(name)
         chosen = [m for m in models(mod) if getattr(m, "KEY", "") in parts]
-        first_call = hasattr(mod, "FIRST_CALL_SCRIPT") and "first-call" in parts
-        if not chosen and "overhead" not in parts and not first_call and "exit" not in parts:
+        wants_first_call = hasattr(mod, "FIRST_CALL_SCRIPT") and "first-call" in parts
+        if not chosen and "overhead" not in parts and not wants_first_call and "exit" not in parts:
             continue
         why = mod.unavailable()  # missing packages; imports nothing
         if why is None:
