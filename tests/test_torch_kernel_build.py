@@ -48,8 +48,9 @@ def _run(code: str, env: dict, timeout: float = 900) -> subprocess.CompletedProc
 @pytest.mark.compile
 @pytest.mark.subprocess
 def test_a_script_ends_at_once_while_a_build_runs_and_the_build_dies_with_it(tmp_path):
-    """A script whose calls started a build (default policy) ends within about a second of its last line, long
-    before the build could finish (30-50 s), and the build's process is gone with it."""
+    """A script whose calls started a build (default policy) ends within seconds of its last line (the bound is
+    loose, 5 s, so a loaded machine's interpreter teardown passes), long before the build could finish (30-50 s),
+    and the build's process is gone with it."""
     code = """
 import time, torch
 from gelulab.layers.torch import GELU
@@ -70,7 +71,7 @@ print(proc.pid, proc.poll() is None, time.time(), flush=True)
     assert p.returncode == 0 and line, p.stderr.read()[-3000:]
     pid, running, last = line.split()
     assert running == "True", "the build ended before the script's last line: nothing to test"
-    assert ended - float(last) < 1.5, f"the script ended {ended - float(last):.1f} s after its last line"
+    assert ended - float(last) < 5.0, f"the script ended {ended - float(last):.1f} s after its last line"
     for _ in range(50):  # killed at exit (atexit); reaped by the parent before it ended
         try:
             with open(f"/proc/{pid}/stat") as stat:
