@@ -66,7 +66,7 @@ def _moons(option: str, value: str, expected: str) -> Case:
 
 # one parity cell as parity.json stores it (the fields merge reads), and the same cell without "impl"
 _CELL = {"backend": "numpy", "impl": "formula", "activation": "relu", "dtype": "float32", "mode": "eager",
-         "order": 0, "region": "grid", "max_ulp": 0.0, "passed": True}
+         "order": 0, "region": "grid", "max_ulp": 0.0, "max_ulp_normal": 0.0, "passed": True}
 _PARITY = json.dumps({"cells": [_CELL], "tolerances": {"float32/d0": {"rtol": 1e-5}}, "environment": {"threads": 1}})
 _PARITY_NO_IMPL = json.dumps({"cells": [{k: v for k, v in _CELL.items() if k != "impl"}], "tolerances": {}})
 # moons results whose summary lost a field, and whose summary is not a list

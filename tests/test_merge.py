@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,18 +47,19 @@ def test_merge_sets_two_parity_runs_side_by_side(parity_runs, tmp_path, capsys):
     (group,) = merged["groups"]
     assert (group["kind"], group["rel"], group["runs"]) == ("parity", "parity", ["A", "B"])
     assert "threads" in group["environment_differs"] and "threads 1" in text and "threads 2" in text
-    # every row of the report is the parity.json cells of each run: the largest ULP error over the regions
+    # every row of the report is the parity.json cells of each run: the largest ULP error over the regions, of the
+    # elements judged by ULP (max_ulp_normal, the figure of report.md's summary)
     for label, folder in (("A", a), ("B", b)):
         cells = json.loads((folder / "parity" / "parity.json").read_text())["cells"]
         for row in group["rows"]:
             mine = [c for c in cells if (c["backend"], c["impl"], c["activation"], c["dtype"], c["mode"],
                                          c["order"]) == tuple(row[k] for k in ("backend", "impl", "activation",
                                                                                "dtype", "mode", "order"))]
-            finite = [c["max_ulp"] for c in mine if isinstance(c["max_ulp"], (int, float))]  # "nan": special values
-            assert row["runs"][label]["max_ulp"] == max(finite)
+            finite = [c["max_ulp_normal"] for c in mine if isinstance(c["max_ulp_normal"], (int, float))]
+            assert row["runs"][label]["max_ulp_normal"] == max(finite)
             assert row["runs"][label]["beyond"] == sum(not c["passed"] for c in mine)
     assert len(group["rows"]) == 2 * len(IMPLS)  # relu and gelu_none x every impl (numpy)
-    assert "| max ULP A | max ULP B |" in text
+    assert "| max ULP (normal inputs) A | max ULP (normal inputs) B |" in text
     assert "parity (parity): runs A, B" in capsys.readouterr().out
 
 
@@ -133,7 +135,8 @@ def _parity(folder: Path, **cell) -> Path:
     writes for a non-finite error), the first updated with `cell`."""
     base = {"backend": "numpy", "impl": "builtin", "activation": "relu", "dtype": "float32", "mode": "eager",
             "order": 0, "passed": True}
-    cells = [{**base, "region": "core", "max_ulp": 1.0, **cell}, {**base, "region": "tails", "max_ulp": "nan"}]
+    cells = [{**base, "region": "core", "max_ulp_normal": 1.0, **cell},
+             {**base, "region": "tails", "max_ulp_normal": "nan"}]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "parity.json").write_text(json.dumps({"cells": cells, "tolerances": {"float32": 4},
                                                     "environment": ENV_OF}))
@@ -153,14 +156,15 @@ def _moons(folder: Path, acc=0.9, loss=0.3, diff=-0.01) -> Path:
 
 @pytest.mark.parametrize("write, problem", [
     (lambda f: _parity(f, passed="no"), "a cell's passed is 'no', expected true or false"),
-    (lambda f: _parity(f, max_ulp=-3), "a cell's max_ulp is -3, expected a number of at least 0"),
-    (lambda f: _parity(f, max_ulp="big"), "a cell's max_ulp is 'big', expected a number"),
+    (lambda f: _parity(f, max_ulp_normal=-3), "a cell's max_ulp_normal is -3, expected a number of at least 0"),
+    (lambda f: _parity(f, max_ulp_normal="big"), "a cell's max_ulp_normal is 'big', expected a number"),
     (lambda f: _parity(f, order=float("nan")), "a cell's order is nan, expected a derivative order"),
     (lambda f: _moons(f, acc=5.0), "a summary's test_acc mean is 5.0, expected a number from 0 to 1"),
     (lambda f: _moons(f, loss=-3), "a summary's test_loss geo_mean is -3, expected a number of at least 0"),
     (lambda f: _moons(f, diff="big"), "a paired test_acc mean_diff is 'big', expected a number"),
     (lambda f: (f.mkdir(), (f / "parity.json").write_text("[" * 200000)), "nested too deeply"),
-    (lambda f: _parity(f, max_ulp=10 ** 400), "a cell's max_ulp is an integer of 401 digits, expected a measured"),
+    (lambda f: _parity(f, max_ulp_normal=10 ** 400),
+     "a cell's max_ulp_normal is an integer of 401 digits, expected a measured"),
 ])
 def test_merge_sets_aside_out_of_range_and_wrong_typed_values(tmp_path, capsys, write, problem):
     kind_of = _moons if "summary" in problem or "paired" in problem else _parity
@@ -175,7 +179,7 @@ def test_merge_sets_aside_out_of_range_and_wrong_typed_values(tmp_path, capsys, 
     assert [r["file"] for r in merged["runs"]] == [str(p) for p in good]  # the damaged run is not in the tables
     if kind_of is _parity:
         (row,) = merged["groups"][0]["rows"]
-        assert row["runs"]["A"] == {"max_ulp": 1.0, "beyond": 0}  # "nan" is a special value, not damage
+        assert row["runs"]["A"] == {"max_ulp_normal": 1.0, "beyond": 0}  # "nan" is a special value, not damage
     else:
         values = [r["runs"]["A"]["value"] for r in merged["groups"][0]["rows"]]
         assert values == pytest.approx([90.0, 0.3, -1.0])  # acc in %, the loss as is, the difference in pp
@@ -231,3 +235,28 @@ def test_an_environment_string_read_from_a_file_cannot_forge_a_line_of_merge_md(
     escaped = "\\n| forged-env-python | x |"  # the line break written as the two characters \ and n
     assert f"- B: python 3.11{escaped}, numpy 2.0{escaped}; torch{escaped}: torch 2.4{escaped}" in lines
     assert len(capsys.readouterr().out.splitlines()) == 2  # the group's line and the files written
+
+
+def test_merge_gives_the_max_ulp_of_report_md(tmp_path):
+    """For the same parity run, merge.md's max ULP is report.md's: gelu(none) float32 by gelulab's formula is
+    0 ULP on normal inputs while a subnormal result of the "tiny" region is 1 ULP off (judged absolutely there),
+    and both reports give 0 under headers saying what the figure covers."""
+    from gelulab.experiments.parity import engine
+
+    engine.expected.cache_clear()
+    argv = ["parity", "--backend", "numpy", "--activation", "gelu_none", "--dtype", "float32", "--impl", "formula",
+            "--order", "0", "--no-plots", "--out", str(tmp_path / "a")]
+    assert gelulab.main(argv) == 0
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    assert gelulab.main(["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 0
+
+    def column(path, header):  # the value under `header` in the one body row of the table that has it
+        lines = path.read_text().splitlines()
+        at = next(i for i, line in enumerate(lines) if f" {header} |" in line)
+        assert lines[at + 1].startswith("|---") and not lines[at + 3].startswith("|")  # one row
+        return lines[at + 2].split(" | ")[lines[at].split(" | ").index(header)]
+
+    cells = json.loads((tmp_path / "a" / "parity.json").read_text())["cells"]
+    assert max(c["max_ulp"] for c in cells) == 1.0  # the subnormal result the report judges absolutely
+    assert column(tmp_path / "a" / "report.md", "max ULP f") == "0"
+    assert column(tmp_path / "m" / "merge.md", "max ULP (normal inputs) A") == "0"

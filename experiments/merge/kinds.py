@@ -6,7 +6,8 @@ parity filters and tolerances), the rows (one dict per measured thing, keyed by 
 values shown per run. The place to add a command's results to `gelulab merge`.
 
   parity  parity.json (experiments/parity/command.py): per backend x impl x activation x dtype x mode x order,
-          the largest ULP error over the input regions and the regions beyond tolerance
+          the largest ULP error over the elements judged by ULP (normal inputs and results: each cell's
+          max_ulp_normal, the figure of report.md's summary) and the regions beyond tolerance
   bench   bench.json (benchmarks/activations.py): per cell, the median seconds per call and elements/s
   moons   results.json with config and runs (experiments/moons/study.py): per backend x regime x arm, the mean
           test accuracy in % and the geometric mean test loss (as report.md shows them); per GELU form, the mean
@@ -98,13 +99,15 @@ def _parity_rows(d: dict) -> list:
     for c in d.get("cells", []):
         k = (c["backend"], c["impl"], c["activation"], c["dtype"], c["mode"], c["order"])
         r = rows.setdefault(k, {"backend": k[0], "impl": k[1], "activation": k[2], "dtype": k[3], "mode": k[4],
-                                "order": k[5], "max_ulp": None, "beyond": 0, "regions": 0})
+                                "order": k[5], "max_ulp_normal": None, "beyond": 0, "regions": 0})
         if not isinstance(k[5], int) or isinstance(k[5], bool) or k[5] < 0:
             raise ValueError(f"a cell's order is {k[5]!r}, expected a derivative order 0, 1, 2, ...")
         r["regions"] += 1
-        u = _value(c.get("max_ulp"), "a cell's max_ulp", 0)
+        # the elements judged by ULP, as report.md's summary (experiments/parity/command.summary_table): results
+        # below the smallest normal and special values are judged absolutely and show as regions beyond tolerance
+        u = _value(c["max_ulp_normal"], "a cell's max_ulp_normal", 0)
         if u is not None:
-            r["max_ulp"] = u if r["max_ulp"] is None else max(r["max_ulp"], u)
+            r["max_ulp_normal"] = u if r["max_ulp_normal"] is None else max(r["max_ulp_normal"], u)
         passed = c.get("passed", True)
         if not isinstance(passed, bool):
             raise TypeError(f"a cell's passed is {passed!r}, expected true or false")
@@ -224,8 +227,11 @@ def _cosine(v, what: str):
 KINDS = {k.name: k for k in (
     Kind("parity", "parity.json", lambda d: "cells" in d and "tolerances" in d, _parity_settings, _parity_rows,
          ("backend", "impl", "activation", "dtype", "mode", "order"),
-         (("max_ulp", "max ULP", _f(3)), ("beyond", "regions beyond tolerance", _f(3))),
-         "largest ULP error over the input regions, and how many regions are beyond tolerance"),
+         (("max_ulp_normal", "max ULP (normal inputs)", _f(3)), ("beyond", "regions beyond tolerance", _f(3))),
+         "largest ULP error over the elements judged by ULP (normal inputs whose result is at least the smallest "
+         "normal and the tolerance's absolute floor, as in report.md's summary; smaller results and special values "
+         "are judged absolutely and count in the regions beyond tolerance), and how many regions are beyond "
+         "tolerance"),
     Kind("bench", "bench.json", lambda d: "cells" in d and "timer" in d, _bench_settings, _bench_rows,
          ("backend", "mode", "activation", "impl", "direction", "dtype", "size"),
          (("median_s", "median s per call", _f(3)),),
