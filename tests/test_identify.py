@@ -426,8 +426,8 @@ def test_command_line_callable_failures_are_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [("gelulab identify: error: 'lambda x: 1/0': the callable raised ZeroDivisionError: division by "
                     "zero on a float32 numpy array of shape (2,)")]
-    # an 8 PiB list: MemoryError
-    assert cli.main(["identify", "lambda x: numpy.maximum(x, [0.0] * (2**16 * 2**16 * 2**16 * 4))"]) == 2
+    # an 8 PiB list whose size comes from the probe (a size folded from literals alone is refused before): MemoryError
+    assert cli.main(["identify", "lambda x: numpy.maximum(x, [0.0] * int(0 * x[0] + 2**16 * 2**16 * 2**16 * 4))"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the callable raised MemoryError on a float32 numpy array" in err[0]
     assert cli.main(["identify", "lambda x: x(1)"]) == 2  # a TypeError of the probe, one line
@@ -504,3 +504,28 @@ def test_a_structurally_empty_model_file_is_one_line_naming_it(name, data, frame
     assert len(lines) == 1 and re.search(rf"^gelulab identify: error: {re.escape(name)}: .*({said})", lines[0]), err
     with pytest.raises(ValueError, match=re.escape(name)):
         identify(str(tmp_path / name))
+
+
+@pytest.mark.parametrize("expression", ["((((((((2**16)**16)**16)**16)**16)**16)**16)**16)",
+                                        "(((((((((2**16)**16)**16)**16)**16)**16)**16)**16)**16)",
+                                        "lambda x: ((((((((2**16)**16)**16)**16)**16)**16)**16)**16) * x",
+                                        "[0]*10**9", "lambda x: x + max([0.0] * (2**10 * 2**10 * 2**10))",
+                                        "(((1 << 16) << 16) ** 16) ** 16"])
+def test_a_literal_size_beyond_the_bound_is_refused_before_it_is_computed(expression, capsys):
+    # unbounded, (2**16)**16**... takes 24 s and 1.8 GB at 8 levels, [0]*10**9 7.9 GB: a refusal within seconds
+    # shows nothing was computed (the bound is 4096 bits, 10**6 items; 2**(16**3) has 4097 bits)
+    import time
+
+    start = time.perf_counter()
+    assert cli.main(["identify", expression]) == 2
+    elapsed = time.perf_counter() - start
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and re.search(r"(bits|items|at most 16); .*is not accepted in an identify", lines[0]), lines
+    assert elapsed < 5, elapsed
+
+
+def test_literals_within_the_bound_are_folded_to_their_value():
+    # ((2**16)**16)**15 = 2**3840 has 3841 bits, within the bound; [0.0] * 10**6 is 10**6 items
+    assert identify_expression.evaluate("lambda x: x * (((2**16)**16)**15 // ((2**16)**16)**15 + 1)")(3.0) == 6.0
+    assert identify_expression.evaluate("lambda x: x + max([1.0] * 10**6)")(1.0) == 2.0
+    assert identify_expression.evaluate("lambda x: (x ** 2) ** 0.5")(-3.0) == 3.0

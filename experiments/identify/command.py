@@ -31,7 +31,9 @@ Only the namespaces an expression names are imported (torch first); it is evalua
 (numpy.load, transformers.AutoConfig.from_pretrained), attributes of anything else (x.sum, '...'.format) or after an
 activation (keras.layers.ReLU.from_config), strings over 32 characters or with { / \\ :, a power or shift whose
 right operand is not a number literal of at most 16 (x ** 3 is accepted, 9 ** 9 ** 9 is not: its size has no
-bound), expressions over 1000 characters and other constructs are refused in one line before anything is called;
+bound), a power, shift or product of literals over 4096 bits (((2**16)**16)**16, worked out from the literals
+before it is computed), a list, tuple or string repeated or joined to over 10**6 items ([0]*10**9), expressions
+over 1000 characters and other constructs are refused in one line before anything is called;
 --allow-python evaluates A and B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not
 the same variant (for models: when a site's variant changed, the last line naming the first such site); 2 for an
 expression that is refused or does not give a callable, or a callable that fails on the probe (the line names its

@@ -16,8 +16,11 @@ Accepted:
 * lambda over them, with arithmetic, comparisons, `and`/`or`/`not`, `a if c else b`, tuples, lists, subscripts
   and the builtins of SAFE_BUILTINS: `lambda x: x * torch.sigmoid(1.702 * x)`.
 
-String literals are at most 32 characters, without '{', '/', '\\' or ':' (no paths, URLs or format fields); an
-expression is at most 1000 characters. Refused in one line naming the construct: any other name (`os`, `open`,
+Powers and shifts take a number literal of at most 16 as their right operand; a power, shift or product of
+literals (folded before anything runs) has at most 4096 bits and a list, tuple or string repeated or joined at most
+10**6 items: ((2**16)**16)**16 and [0]*10**9 are refused. String literals are at most 32 characters, without
+'{', '/', '\\' or ':' (no paths, URLs or format fields); an expression is at most 1000 characters. Refused in one
+line naming the construct: any other name (`os`, `open`,
 `__import__`), any other dotted name (`numpy.load`, `transformers.AutoConfig.from_pretrained`), an attribute of
 anything but such a dotted name (`x.sum`, `'...'.format`, `f(x).y`) or after an accepted member
 (`keras.layers.ReLU.from_config`), and every other construct (comprehensions, f-strings, dicts, `:=`, `*args`,
@@ -49,6 +52,8 @@ SAFE_BUILTINS = {name: getattr(builtins, name) for name in ("abs", "bool", "floa
 MAX_LENGTH = 1000  # characters of an expression
 MAX_STRING = 32  # characters of a string literal
 MAX_EXPONENT = 16  # the largest literal right operand of ** and << (x ** 3, 2 ** -0.5; not 9 ** 9 ** 9)
+MAX_BITS = 4096  # the most bits of an integer a power, shift or product of literals gives ((2**16)**16 has 257)
+MAX_ITEMS = 10**6  # the most items of a list, tuple or string repeated (*) or joined (+) from literals
 _STRING_BANNED = "{/\\:"  # format fields, paths and URLs
 FLAG = "--allow-python"
 
@@ -144,6 +149,7 @@ def evaluate(expression: str):
     try:
         tree = _parse(expression)
         chains = _check(tree, expression)
+        _fold(tree.body, expression, frozenset())
         tree = _Resolved(chains).visit(tree)
         code = compile(ast.fix_missing_locations(tree), "<identify>", "eval")
     except (RecursionError, MemoryError) as e:
@@ -350,6 +356,113 @@ def _check(tree: ast.Expression, expression: str) -> dict[tuple[Namespace, str],
 
     visit(tree, frozenset())
     return chains
+
+
+class _Items:
+    """A list, tuple or string of `n` items whose items _fold does not follow."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+
+_FOLDED_CALLS = {"int": int, "float": float, "abs": abs, "max": max, "min": min, "round": round}
+
+
+def _fold(node: ast.expr, expression: str, bound: frozenset):
+    """The value of node when it is made of literals (numbers exactly, a list, tuple or string as its number of
+    items), else None; computed only after its size is known to stay within MAX_BITS bits (**, <<, * of integers)
+    or MAX_ITEMS items (* and + of lists, tuples and strings). Raises Refused naming the first subexpression beyond
+    them, before it is computed: (2**16)**16 has 257 bits, ((2**16)**16)**16 4097, [0]*10**9 10**9 items."""
+    def refuse(size: str):
+        text = ast.unparse(node)
+        return _refuse(expression, f"{text[:40]!r}{'...' if len(text) > 40 else ''} ({size}; powers, shifts and "
+                                   f"products of literals have at most {MAX_BITS} bits, repeated or joined lists, "
+                                   f"tuples and strings at most {MAX_ITEMS} items, so that no expression runs "
+                                   "without bound)")
+
+    def fold_children():
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                _fold(child, expression, bound)
+
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return _Items(len(value)) if isinstance(value, str) else value if isinstance(value, (int, float)) else None
+    if isinstance(node, (ast.List, ast.Tuple)):
+        fold_children()
+        return _Items(len(node.elts))
+    if isinstance(node, ast.Lambda):
+        params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                  *(a for a in (node.args.vararg, node.args.kwarg) if a is not None)]
+        _fold(node.body, expression, bound | {p.arg for p in params})
+        return None
+    if isinstance(node, ast.UnaryOp):
+        value = _fold(node.operand, expression, bound)
+        if isinstance(value, (int, float)) and not isinstance(node.op, ast.Not):
+            try:
+                return {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v, ast.Invert: lambda v: ~v}[type(node.op)](value)
+            except TypeError:  # ~ of a float: the evaluation says so
+                return None
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in bound and \
+            node.func.id in (*_FOLDED_CALLS, "pow"):
+        args = [_fold(a, expression, bound) for a in node.args]
+        for k in node.keywords:
+            _fold(k.value, expression, bound)
+        if node.keywords or not args or not all(isinstance(a, (int, float)) for a in args):
+            return None
+        if node.func.id == "pow":
+            return _power(args, refuse) if len(args) == 2 else None
+        try:
+            return _FOLDED_CALLS[node.func.id](*args)
+        except (ValueError, OverflowError, TypeError):  # the evaluation reports it
+            return None
+    if not isinstance(node, ast.BinOp):
+        fold_children()
+        return None
+    left, right = _fold(node.left, expression, bound), _fold(node.right, expression, bound)
+    if isinstance(node.op, ast.Mult) and (isinstance(left, _Items) or isinstance(right, _Items)):
+        items, times = (left, right) if isinstance(left, _Items) else (right, left)
+        if isinstance(times, int):  # a bool too
+            if items.n * times > MAX_ITEMS:
+                raise refuse(f"{items.n} × {times} = {items.n * times} items")
+            return _Items(items.n * max(times, 0))
+        return None
+    if isinstance(node.op, ast.Add) and isinstance(left, _Items) and isinstance(right, _Items):
+        if left.n + right.n > MAX_ITEMS:
+            raise refuse(f"{left.n + right.n} items")
+        return _Items(left.n + right.n)
+    if not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
+        return None
+    if isinstance(node.op, ast.Pow):
+        return _power([left, right], refuse)
+    if isinstance(left, int) and isinstance(right, int):
+        if isinstance(node.op, ast.LShift) and right > 0 and left.bit_length() + right > MAX_BITS:
+            raise refuse(f"{left.bit_length() + right} bits")
+        if isinstance(node.op, ast.Mult) and left.bit_length() + right.bit_length() > MAX_BITS:
+            raise refuse(f"about {left.bit_length() + right.bit_length()} bits")
+    operations = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+                  ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+                  ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
+                  ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b}
+    try:
+        return operations[type(node.op)](left, right) if type(node.op) in operations else None
+    except (ArithmeticError, TypeError, ValueError):  # 1/0, 1.0 << 2: the evaluation reports it
+        return None
+
+
+def _power(args: list, refuse):
+    """base ** exponent of two folded numbers, after its size is checked (see _fold)."""
+    base, exponent = args
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
+        bits = (abs(base).bit_length() - 1) * exponent + 1  # at least this many: 2**16 has 17
+        if bits > MAX_BITS:
+            raise refuse(f"at least {bits} bits")
+    try:
+        value = base ** exponent
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    return value if isinstance(value, (int, float)) else None
 
 
 class _Resolved(ast.NodeTransformer):
