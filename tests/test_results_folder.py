@@ -162,3 +162,56 @@ def test_jax_compiles_again_over_a_damaged_compilation_cache_entry(tmp_path):
     assert abs(float(again.stdout) - -0.132062217083569072) < 1e-15
     assert again.stdout == first.stdout
     assert "Error reading persistent compilation cache entry" in again.stderr
+
+
+# a verify run whose second float32 chunk waits, once the first is logged, until the test says go (a file appearing;
+# "ready" appears when it starts waiting); every chunk computed is counted in "calls"
+GATED_VERIFY = """
+import sys, time
+from pathlib import Path
+from gelulab import cli
+from gelulab.experiments.verify import command
+go, ready, calls, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+real = command.Runner.chunk
+def chunk(self, x, dtype):
+    if dtype == "float32":
+        with open(calls, "a") as f:
+            f.write("chunk\\n")
+        if len(calls.read_text().split()) == 2:
+            ready.touch()
+            while not go.exists():
+                time.sleep(0.01)
+    return real(self, x, dtype)
+command.Runner.chunk = chunk
+sys.exit(cli.main(["verify", "--stride", str(2**24), "--chunk", "16", "--backend", "numpy", "--activation", "relu",
+                   "--order", "0", "--out", out]))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_verify_run_whose_folder_is_deleted_stops_at_its_next_chunk_in_one_line(tmp_path):
+    out, go, ready, calls = tmp_path / "V", tmp_path / "go", tmp_path / "ready", tmp_path / "calls"
+    p = subprocess.Popen([sys.executable, "-c", GATED_VERIFY, str(go), str(ready), str(calls), str(out)], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        start = time.monotonic()
+        while not ready.exists():  # polled: the first chunk logged, the second waits
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() - start < 120, "the run never reached its second chunk"
+            time.sleep(0.02)
+        shutil.rmtree(out)
+        go.touch()
+        rc = p.wait(timeout=120)
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert len(lines) == 1 and re.fullmatch(
+        rf"gelulab verify: error: --out {re.escape(str(out))}: the results folder or its lock file was removed or "
+        r"replaced while this run held it; stopped before writing chunks\.jsonl so that nothing is written "
+        r"unguarded; rerun the command to start again", lines[0]), err
+    assert calls.read_text().split() == ["chunk", "chunk"]  # 2**32 / 2**24 / 16 = 16 chunks: it stopped at the 2nd
+    assert not out.exists()

@@ -239,7 +239,7 @@ def run(args) -> int:
     any work) and core.plumbing.output.Interrupted on Ctrl-C/SIGTERM, with every finished chunk kept in chunks.jsonl
     (the same command resumes from there)."""
     from gelulab.backends import BACKEND_NAMES, capabilities, get_backend, selected_backends
-    from gelulab.core.plumbing.lock import hold
+    from gelulab.core.plumbing.lock import check_held, hold
     from gelulab.core.plumbing.output import Interrupted, check_writable
 
     if args.stride is not None and not 1 <= args.stride <= FLOAT32_PATTERNS:
@@ -290,6 +290,7 @@ def run(args) -> int:
                         res = runner.chunk(_all_small(dtype), dtype)
                         _append(f, cid, dtype, 0, res, time.perf_counter() - t0)
                 for c in todo:
+                    check_held(log)  # the folder deleted or replaced: stop here, not after every chunk
                     t0 = time.perf_counter()
                     idx = np.arange(c * args.chunk, min((c + 1) * args.chunk, n_inputs), dtype=np.uint64) * stride
                     res = runner.chunk(_bits_to_float32(idx), "float32")
@@ -334,6 +335,9 @@ def _versions(backends) -> dict:
 
 
 def _append(f, cid, dtype, chunk, res, seconds):
+    from gelulab.core.plumbing.lock import check_held
+
+    check_held(f.name)  # FolderVanished: the log's folder was removed or replaced while the chunk ran
     rec = {"config": cid, "dtype": dtype, "chunk": chunk, "seconds": seconds, "cells": res}
     f.write(json.dumps({**rec, CHECKSUM_FIELD: record_digest(rec)}) + "\n")
     f.flush()
