@@ -37,8 +37,10 @@ IDENTIFY_SWAP_CASES = [
     (["identify", "lambda x: x * (1 << 10**9)"], 2,
      r"^gelulab identify: error: .*: << with the right operand '10 \*\* 9'"),
     (["identify", "lambda x: x(1)"], 2,
-     (r"^gelulab identify: error: 'lambda x: x\(1\)': .* could not be called on an array of any imported framework "
-     r"\(numpy: TypeError: ")),
+     r"^gelulab identify: error: 'lambda x: x\(1\)': a call of the parameter 'x' \(only the listed functions"),
+    (["identify", "(lambda f: f(f(f(f(f(f(f(f(2)))))))))(lambda y: y ** 16)"], 2,
+     r"^gelulab identify: error: .*: a call of a lambda \(only the listed functions"),
+    (["identify", "lambda x: (lambda y: y * 2)(x)"], 2, r"^gelulab identify: error: .*: a call of a lambda "),
     # identify: expressions outside the restricted form (nothing is imported or run)
     (["identify", "__import__('os').system('touch X')"], 2,
      r"^gelulab identify: error: \"__import__\('os'\)\.system\('touch X'\)\": the name '__import__'" + _RESTRICTED),

@@ -32,7 +32,8 @@ Only the namespaces an expression names are imported (torch first); it is evalua
 activation (keras.layers.ReLU.from_config), strings over 32 characters or with { / \\ :, a power or shift whose
 right operand is not a number literal of at most 16 (x ** 3 is accepted, 9 ** 9 ** 9 is not: its size has no
 bound), a power, shift or product of literals over 4096 bits (((2**16)**16)**16, worked out from the literals
-before it is computed), a list, tuple or string repeated or joined to over 10**6 items ([0]*10**9), expressions
+before it is computed), a list, tuple or string repeated or joined to over 10**6 items ([0]*10**9), a call of a
+lambda or of its parameter ((lambda f: f(f(2)))(lambda y: y ** 16)), expressions
 over 1000 characters and other constructs are refused in one line before anything is called;
 --allow-python evaluates A and B as Python instead, which runs arbitrary code. Exit code: 0, or 1 when A and B are not
 the same variant (for models: when a site's variant changed, the last line naming the first such site); 2 for an

@@ -257,6 +257,8 @@ def _describe(node: ast.expr, bound: frozenset) -> str:
         return f"a {type(node.value).__name__} literal"
     if isinstance(node, ast.Call):
         return "a call's result"
+    if isinstance(node, ast.Lambda):
+        return "a lambda"
     return f"a {type(node).__name__} expression"
 
 
@@ -285,6 +287,11 @@ def _check(tree: ast.Expression, expression: str) -> dict[tuple[Namespace, str],
                 raise _refuse(expression, f"the module name {node.id!r} alone (expected an activation in it, e.g. "
                                           "torch.nn.functional.gelu)")
             raise _refuse(expression, f"the name {node.id!r}")
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Lambda)
+                                           or (isinstance(node.func, ast.Name) and node.func.id in bound)):
+            # a lambda applied to itself grows without bound: (lambda f: f(f(2)))(lambda y: y ** 16)
+            raise _refuse(expression, f"a call of {_describe(node.func, bound)} (only the listed functions and "
+                                      "classes are called, so that no expression runs without bound)")
         exponent = None
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift)):
             exponent, what = node.right, "**" if isinstance(node.op, ast.Pow) else "<<"
