@@ -171,6 +171,12 @@ CASES = [
     _moons("--lr", "100", r"lr=100\.0: expected a finite number with 0 < lr <= 10$"),
     _grid("lr-huge", "[axes]\nlr = [9223372036854775807]\n",
           r"\[axes\] lr\[0\] = 9223372036854775807: expected a finite number with 0 < lr <= 10$"),
+    # a list with an empty item, and a count that is read only with a second dtype: refused, never passed over
+    _moons("--hidden", "64,,64", r"argument --hidden: '64,,64': item 2 is empty; expected comma-separated integers"),
+    _moons("--hidden", "64,", r"argument --hidden: '64,': item 2 is empty; expected comma-separated integers"),
+    Case("moons-compare-seeds-negative", ("moons", "--compare-seeds", "-1", "--compare-dtype", "none", "--out",
+                                          "{tmp}/out", "--no-progress"), 2,
+         r"^gelulab moons: error: compare_seeds: -1 is not allowed; expected an integer >= 1$"),
     Case("moons-jobs-huge", ("moons", "--grid", "--jobs", "100000", "--out", "{tmp}/out", "--no-progress"), 2,
          rf"^gelulab moons: error: --jobs 100000: expected at most {4 * (os.cpu_count() or 1)} \(4 per CPU core, "
          rf"{os.cpu_count() or 1} cores here\)$"),
@@ -256,6 +262,21 @@ def test_bad_input_is_one_line(case: Case, tmp_path, monkeypatch, capsys):
     assert lines and re.search(case.first_line, lines[0]), err
     if case.lines is not None:
         assert len(lines) == case.lines, err
+
+
+def test_moons_help_names_every_impl_it_accepts():
+    """`gelulab moons --impl` accepts every impl of the catalogue (MoonsConfig checks core.activations.IMPLS, and the
+    kernel trains: its derivatives are the framework's custom ones, docs/kernels.md); --help names each of them."""
+    import argparse
+
+    from gelulab.core.activations import IMPLS
+    from gelulab.experiments.moons.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    (action,) = [a for a in parser._actions if "--impl" in a.option_strings]
+    assert all(re.search(rf"\b{impl}\b", action.help) for impl in IMPLS), action.help
+    assert parser.parse_args(["--impl", "kernel"]).impl == "kernel"
 
 
 # ----------------------------------------------------------------------------------------- what a line says

@@ -18,8 +18,13 @@ JOBS_PER_CPU = 4  # the most worker processes per CPU core --jobs may ask for (a
 
 
 def _int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated integers ("64,64"); an empty item ("64,,64", "64,") is refused, never passed over."""
+    items = text.split(",")
+    empty = [i + 1 for i, v in enumerate(items) if not v.strip()]
+    if empty and text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: item {empty[0]} is empty; expected comma-separated integers")
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
+        return tuple(int(v) for v in items if v.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from e
 
@@ -41,13 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=len(d.seeds), help=f"number of seeds (default {len(d.seeds)})")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed, first-seed + 1, ...")
     parser.add_argument("--arms", type=_str_list, default=d.arms, help=f"comma-separated arms, of {list(ARMS)}")
-    parser.add_argument("--impl", default=d.impl, help="formula (gelulab's, default) or builtin (the framework's)")
+    parser.add_argument("--impl", default=d.impl,
+                        help="formula (gelulab's correctly rounded path, default), builtin (the framework's) or "
+                             "kernel (gelulab's float32 kernel; a float64 study computes the formula)")
     parser.add_argument("--regime", default="matched", choices=[*REGIMES, "both"],
                         help="matched (shared init/order, one Adam; default), native (framework defaults), both")
     parser.add_argument("--dtype", default=d.dtype, choices=TRAIN_DTYPES, help="dtype of the study")
     parser.add_argument("--compare-dtype", default=d.compare_dtype, choices=[*TRAIN_DTYPES, "none"],
                         help="second dtype for the cross-backend drift table (matched, first --compare-seeds seeds)")
-    parser.add_argument("--compare-seeds", type=int, default=d.compare_seeds)
+    parser.add_argument("--compare-seeds", type=int, default=d.compare_seeds,
+                        help=f"how many seeds --compare-dtype trains, at least 1 (default {d.compare_seeds})")
     parser.add_argument("--samples", type=int, default=d.n_samples, help="make_moons n_samples")
     parser.add_argument("--noise", type=float, default=d.noise, help="make_moons noise (std)")
     parser.add_argument("--dataset", default=d.dataset, choices=list(DATASETS),

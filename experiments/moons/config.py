@@ -56,11 +56,14 @@ class MoonsConfig:
     lr, beta1, beta2, eps: Adam's alpha, beta_1, beta_2, epsilon (Kingma & Ba 2015, Algorithm 1). eps applies to
     the matched regime; the native regime uses each framework's default epsilon (torch 1e-8, optax 1e-8, Keras
     1e-7); seeds: the seeds (each fixes data, split, initial weights and order); arms: catalogue keys to
-    train; impl: "formula" (gelulab's) or "builtin" (the framework's own activation); regimes: "matched"
+    train; impl: "formula" (gelulab's float64-widened, correctly rounded path), "builtin" (the framework's own
+    activation) or "kernel" (gelulab's float32 kernel within 1 ULP, docs/kernels.md; a float64 study computes
+    the formula, as the kernel takes float64 inputs by its formula); regimes: "matched"
     (shared numpy init, shared order, one Adam formula) and/or "native" (framework defaults); dtype: "float64"
     or "float32", the dtype of the study (statistics, plots); compare_dtype, compare_seeds: the first
     compare_seeds seeds (all, if fewer) are also trained in compare_dtype in the matched regime, to show how
-    far the backends drift apart in that dtype (None: skip); boundary_seed: the seed whose decision boundaries
+    far the backends drift apart in that dtype (None: skip; compare_seeds is an integer >= 1 either way);
+    boundary_seed: the seed whose decision boundaries
     are plotted (default: the first seed); grid_size: points per axis of the decision-boundary grid.
 
     Raises ValueError naming the field for any invalid value (checked here, before any training).
@@ -140,11 +143,11 @@ class MoonsConfig:
         _check_choices("regimes", self.regimes, REGIMES)
         if self.dtype not in TRAIN_DTYPES:
             raise ValueError(f"dtype={self.dtype!r}: expected one of {list(TRAIN_DTYPES)}")
-        if self.compare_dtype is not None:
-            if self.compare_dtype not in TRAIN_DTYPES or self.compare_dtype == self.dtype:
-                raise ValueError(f"compare_dtype={self.compare_dtype!r}: expected None or one of "
-                                 f"{[d for d in TRAIN_DTYPES if d != self.dtype]} (a dtype other than dtype)")
-            _check_int("compare_seeds", self.compare_seeds, 1)
+        if self.compare_dtype is not None and (self.compare_dtype not in TRAIN_DTYPES
+                                               or self.compare_dtype == self.dtype):
+            raise ValueError(f"compare_dtype={self.compare_dtype!r}: expected None or one of "
+                             f"{[d for d in TRAIN_DTYPES if d != self.dtype]} (a dtype other than dtype)")
+        _check_int("compare_seeds", self.compare_seeds, 1)  # also without compare_dtype: never accepted unread
         if self.boundary_seed is not None and self.boundary_seed not in self.seeds:
             raise ValueError(f"boundary_seed={self.boundary_seed!r}: expected one of seeds={list(self.seeds)}")
 
