@@ -215,3 +215,32 @@ def test_a_verify_run_whose_folder_is_deleted_stops_at_its_next_chunk_in_one_lin
         r"unguarded; rerun the command to start again", lines[0]), err
     assert calls.read_text().split() == ["chunk", "chunk"]  # 2**32 / 2**24 / 16 = 16 chunks: it stopped at the 2nd
     assert not out.exists()
+
+
+
+@pytest.mark.parametrize("record, problem", [(b"\x00\xffnot a record", "not JSON"),
+                                             (b"[1, 2]\n", 'JSON, but not a record {"command": ...}')])
+def test_a_damaged_results_record_is_named_set_aside_and_written_again(record, problem, tmp_path, capsys):
+    """A .gelulab-results.json that is not a record (garbage bytes, JSON of another shape) is named in one line,
+    set aside as .gelulab-results.json.damaged-1 (its bytes kept), the folder judged by its files (parity's: the
+    rerun resumes) and the record written again."""
+    out = tmp_path / "X"
+    assert cli.main([*PARITY, "--out", str(out)]) == 0
+    (out / lock.RECORD_NAME).write_bytes(record)
+    capsys.readouterr()
+    assert cli.main([*PARITY, "--out", str(out)]) == 0
+    named = [line for line in capsys.readouterr().err.splitlines() if lock.RECORD_NAME in line]
+    assert named == [(f"gelulab: {out / lock.RECORD_NAME} is damaged ({problem}); set aside as {lock.RECORD_NAME}"
+                      ".damaged-1; the folder is judged by its files")]
+    assert (out / f"{lock.RECORD_NAME}.damaged-1").read_bytes() == record
+    assert json.loads((out / lock.RECORD_NAME).read_text()) == {"command": "gelulab parity"}
+
+
+def test_a_folder_where_the_results_record_belongs_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "X"
+    (out / lock.RECORD_NAME).mkdir(parents=True)
+    assert cli.main([*PARITY, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        (f"gelulab parity: error: --out {out}: {out / lock.RECORD_NAME} is a folder; expected the file where "
+         "gelulab records the command whose results the folder holds; remove it or use another --out")]
+    assert sorted(p.name for p in out.iterdir()) == [lock.RECORD_NAME]  # nothing written, no lock file left

@@ -23,7 +23,11 @@ command into that folder is refused by `hold`, before the block runs, with Folde
 one line naming the command whose results are there and some of its files, exit 2). A rerun or resume of the same
 command is allowed. A folder written by an older gelulab, without that record, is judged by the files only one
 command writes (SIGNATURES: parity.json and groups/ are `gelulab parity`'s, runs/ and results.json `gelulab
-moons`', ...); a folder holding none of them (empty, or files of the user's own) is free.
+moons`', ...); a folder holding none of them (empty, or files of the user's own) is free. A record that is not
+one (not UTF-8 JSON, or no {"command": text}: damaged or edited) is named in one line on stderr, set aside as
+`.gelulab-results.json.damaged-<n>` (core.plumbing.output.set_aside), the folder judged by its files and the
+record written again with the run's first result; where the record should be, a folder (or anything but a file)
+or a file that cannot be read is refused with RecordUnusable (a ValueError: one line, exit 2).
 
 A vanished folder stops the run. Every result written through core.plumbing.output (atomic_write_bytes, and so
 every report and JSON file) first calls check_held(path): when the path lies in a held folder whose lock file is
@@ -38,6 +42,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -97,6 +102,11 @@ class FolderVanished(ValueError):
 class LockFileUnusable(ValueError):
     """The lock file of a results folder cannot serve as a lock (a symbolic link, a folder, unreadable, ...); the
     message names the lock file and what to do."""
+
+
+class RecordUnusable(ValueError):
+    """Where a results folder's record (RECORD_NAME) belongs there is a folder, something else than a file, or a
+    file that cannot be read; the message names it and what to do."""
 
 
 # errors of flock itself that mean "this file system offers no locks": the run goes on unguarded after one note
@@ -179,10 +189,10 @@ def read_kind(folder: str | os.PathLike) -> str | None:
     """The command whose results `folder` holds: its record (RECORD_NAME) or, without one, the first of SIGNATURES
     whose files it holds; None when it holds neither (a free folder)."""
     folder = Path(folder)
-    try:
-        rec = json.loads((folder / RECORD_NAME).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        rec = None
+    rec = None
+    if (folder / RECORD_NAME).is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
+            rec = json.loads((folder / RECORD_NAME).read_bytes().decode("utf-8"))
     if isinstance(rec, dict) and isinstance(rec.get("command"), str):
         return rec["command"]
     for kind, names in SIGNATURES:
@@ -203,10 +213,50 @@ def _listing(folder: Path, most: int = 4) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+def _check_record(path: Path, option: str) -> None:
+    """Check `path`/RECORD_NAME before the folder is judged (see the module docstring): a damaged record is named in
+    one line on stderr and set aside; a folder, anything else than a file, or an unreadable file there raises
+    RecordUnusable. Nothing happens without a record."""
+    where = path / RECORD_NAME
+    try:
+        mode = os.stat(where).st_mode
+        if stat.S_ISDIR(mode):
+            what = "a folder"
+        elif not stat.S_ISREG(mode):
+            what = "not a regular file"
+        else:
+            data, what = where.read_bytes(), None
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        data, what = None, f"a file that cannot be read ({e.strerror or type(e).__name__})"
+    if what is not None:
+        raise RecordUnusable(f"{option} {path}: {where} is {what}; expected the file where gelulab records the "
+                             f"command whose results the folder holds; remove it or use another {option}")
+    try:
+        rec = json.loads(data.decode("utf-8"))
+        ok = isinstance(rec, dict) and isinstance(rec.get("command"), str)
+        problem = None if ok else 'JSON, but not a record {"command": ...}'
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        problem = "not JSON"
+    if problem is None:
+        return
+    from gelulab.core.plumbing.output import set_aside  # output imports this module
+
+    new = set_aside(where, "damaged")
+    with _held_guard:  # set_aside checked the folder as a write does: the record is to be written again
+        if os.path.realpath(path) in _guards:
+            _guards[os.path.realpath(path)]["recorded"] = False
+    print(f"gelulab: {where} is damaged ({problem}); set aside as {new.name}; the folder is judged by its files",
+          file=sys.stderr)
+
+
 def _check_kind(path: Path, option: str, kind: str | None) -> None:
-    """Raise FolderOfAnotherCommand when `path` holds the results of a command other than `kind`."""
+    """Raise FolderOfAnotherCommand when `path` holds the results of a command other than `kind`; a damaged record
+    is set aside first, a record that is a folder refused (_check_record)."""
     if kind is None:
         return
+    _check_record(path, option)
     there = read_kind(path)
     if there is not None and there != kind:
         files = _listing(path)
