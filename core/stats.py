@@ -50,7 +50,7 @@ BOOTSTRAP_RESAMPLES = 9999  # scipy.stats.bootstrap's default
 BOOTSTRAP_SEED = 0  # a fixed generator: the same report from the same runs
 BOOTSTRAP_MIN_SEEDS = 20  # fewer paired seeds: the Student t interval (see the module docstring)
 ONE_SEED = "one seed gives no interval"
-NO_SPREAD = "every difference equal: no spread to make an interval from"
+NO_SPREAD = "every difference equal, so no spread to make an interval from"
 
 
 def _values(values, name: str = "values") -> np.ndarray:
@@ -166,8 +166,9 @@ def hodges_lehmann(d) -> float:
 def ci_rule() -> str:
     """The interval method of `paired` in words, for the footnote of a report."""
     return (f"95 % CI of the mean paired difference: the Student t interval (scipy.stats.ttest_rel) below "
-            f"{BOOTSTRAP_MIN_SEEDS} seeds, where a bootstrap interval is too narrow (with 2 seeds it is the min and "
-            f"max of the two differences); the scipy.stats.bootstrap BCa interval from {BOOTSTRAP_MIN_SEEDS} seeds "
+            f"{BOOTSTRAP_MIN_SEEDS} seeds, where a bootstrap interval is too narrow (a bootstrap interval of 2 "
+            f"seeds would be just their min and max); the scipy.stats.bootstrap BCa interval from "
+            f"{BOOTSTRAP_MIN_SEEDS} seeds "
             "(percentile where BCa is undefined); no interval from one seed. Each CI covers its own comparison "
             "and is not adjusted for multiple comparisons")
 

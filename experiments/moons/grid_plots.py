@@ -98,6 +98,8 @@ def plot_most_different(results: dict, path) -> Path | None:
     ids = an["most_different"]
     if not ids or not an["arms"]:
         return None
+    from matplotlib.ticker import MaxNLocator
+
     plt = _plt()
     arm = an["arms"][0]
     backend, regime = results["backends"][0], an["regimes"][0]
@@ -132,6 +134,7 @@ def plot_most_different(results: dict, path) -> Path | None:
         ax.set_title(f"{where}\n{', '.join(sub)}", fontsize=8.5)
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         ax.grid(True, which="both", alpha=0.3)
     axes[0, 0].set_ylabel("BCE loss (mean over seeds, band ±1 sd)")
     handles, labels = axes[0, 0].get_legend_handles_labels()

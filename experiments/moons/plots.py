@@ -159,6 +159,7 @@ def plot_loss_curves(results, path) -> Path:
     reach it, its mean and 95 % CI."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     plt = _plt()
     rows, arms = groups(results), list(results["config"]["arms"])
@@ -188,6 +189,7 @@ def plot_loss_curves(results, path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.set_ylabel("BCE loss (nats, log scale)")
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         ax.set_title(f"{_row_name(g)}: loss per epoch, geometric mean over {counted(n, 'seed')}", fontsize=11)
         handles = [Line2D([], [], color=_color(a), lw=1.8, label=f"{_label(a)}: training loss (running mean over "
                           "the epoch)") for a in arms]
@@ -215,7 +217,7 @@ def plot_loss_curves(results, path) -> Path:
             left = sum(1 for s in other if s in base) - len(seeds)
             if left:
                 left_out[arm] = left
-        why = f"an arm never reached {LOSS_THRESHOLD:g}"
+        why = f"an arm never\nreached {LOSS_THRESHOLD:g}"  # two lines: the note stays inside the narrow panel
         if len(left_out) == len(gelu) > 1 and len(set(left_out.values())) == 1:  # one line, not one per arm
             notes = [f"every pair: {counted(next(iter(left_out.values())), 'seed')} left out ({why})"]
         else:
@@ -241,7 +243,7 @@ def plot_loss_curves(results, path) -> Path:
         ax.set_xticks(range(len(gelu)), [f"{_label(a)}\n− {_label(BASELINE)}" for a in gelu],
                       fontsize=10 if len(gelu) <= 2 else 7.5)
         ax.set_xlim(-0.6, len(gelu) - 0.4)
-        ax.set_ylabel(f"epochs to reach training loss {LOSS_THRESHOLD:g}:\nGELU form − ReLU, same seed")
+        ax.set_ylabel(f"epochs to reach training loss {LOSS_THRESHOLD:g}:\nactivation − ReLU, same seed")
         ax.set_title(f"Epochs to reach {LOSS_THRESHOLD:g}, paired by seed", fontsize=11)
         ax.grid(True, axis="y", alpha=0.3)
         if ax.get_legend_handles_labels()[1]:  # no seed reached the threshold in both arms: nothing to name
@@ -405,7 +407,7 @@ def plot_test_accuracy(results, path) -> Path:
         ax.set_xticks(range(len(gelu)), [f"{_label(a)}\n− {_label(BASELINE)}" for a in gelu])
         ax.set_xlim(-0.6, len(gelu) - 0.4)
         ax.set_ylabel("test accuracy difference, same seed (pp)")
-        ax.set_title("Paired difference: GELU form − ReLU", fontsize=11)
+        ax.set_title("Paired difference: activation − ReLU", fontsize=11)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     fig.suptitle(f"make_moons test accuracy, {counted(n, 'seed')} ({results['config']['dtype']})"

@@ -260,15 +260,21 @@ def root_note() -> str:
     """The report's sentence on how the max ULP f′ column is judged next to f′'s zero: there an element passes on
     its absolute error (core.parity.tolerances: the float64 goal's atol_root inside the catalogue entry's root
     window for order 1), so a float64 f′ max ULP above the ULP goal is no failure by itself."""
+    from gelulab.backends import REGISTRY
     from gelulab.core.activations import get_activation
     from gelulab.core.parity.tolerances import FORMULA_GOALS
+    from gelulab.experiments.moons.report import listed
 
     goal = FORMULA_GOALS[("float64", 1)]
     (lo, hi), *_ = get_activation("gelu_none").root_windows[1]
+    flushing = listed([c.name for c in REGISTRY.values() if c.flushes_subnormals]) or "a backend"
     return (f"Max ULP f′ includes the inputs next to f′'s zero (exact GELU: x ≈ −0.7518, window [{lo}, {hi}]), "
             f"which are judged absolutely, not in ULPs (float64 formula and kernel: |error| ≤ "
             f"{goal.atol_root:.2g}), so a float64 f′ max ULP above the {goal.max_ulp}-ULP goal is a failure only "
-            "where the flagged column counts it.")
+            "where the flagged column counts it. Likewise max ULP f and max rel f include results below the "
+            f"smallest normal, judged absolutely: on {flushing}, whose CPU runtime flushes subnormals to "
+            "zero (parity/report.md, platform overrides), a max rel f of 1 is such a result flushed to 0, not a "
+            "failure.")
 
 
 def _nested(markdown: str) -> str:
