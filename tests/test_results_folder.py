@@ -88,25 +88,32 @@ sys.exit(cli.main(["parity", "--backend", "numpy", "--activation", "relu", "--dt
 """
 
 
+def _delete_then_go(p: subprocess.Popen, waiting, out, go) -> tuple[int, str]:
+    """Wait (polling, at most 120 s) until the gated run `p` is `waiting()`, delete its folder `out`, let it go on
+    (touch `go`); returns its exit code and stderr. The run is killed if the test fails first."""
+    try:
+        start = time.monotonic()
+        while not waiting():
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() - start < 120, "the run never reached the gate"
+            time.sleep(0.02)
+        shutil.rmtree(out)
+        go.touch()
+        rc = p.wait(timeout=120)
+        return rc, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.subprocess
 def test_a_run_whose_folder_is_deleted_stops_at_its_next_write_in_one_line(tmp_path):
     out, go = tmp_path / "X", tmp_path / "go"
     p = subprocess.Popen([sys.executable, "-c", GATED_PARITY, str(go), str(out)], env=ENV,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        start = time.monotonic()
-        while (lock.read_holder(out) or {}).get("pid") != p.pid:  # polled: holds the folder, waits before writing
-            assert p.poll() is None, p.stderr.read()
-            assert time.monotonic() - start < 120, "the run never held its folder"
-            time.sleep(0.02)
-        shutil.rmtree(out)
-        go.touch()
-        rc = p.wait(timeout=120)
-        err = p.stderr.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    # polled: the run holds the folder and waits before writing
+    rc, err = _delete_then_go(p, lambda: (lock.read_holder(out) or {}).get("pid") == p.pid, out, go)
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("parity:")]  # tqdm's bar
     assert rc == 2, err
     assert len(lines) == 1 and re.fullmatch(
@@ -193,20 +200,7 @@ def test_a_verify_run_whose_folder_is_deleted_stops_at_its_next_chunk_in_one_lin
     out, go, ready, calls = tmp_path / "V", tmp_path / "go", tmp_path / "ready", tmp_path / "calls"
     p = subprocess.Popen([sys.executable, "-c", GATED_VERIFY, str(go), str(ready), str(calls), str(out)], env=ENV,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        start = time.monotonic()
-        while not ready.exists():  # polled: the first chunk logged, the second waits
-            assert p.poll() is None, p.stderr.read()
-            assert time.monotonic() - start < 120, "the run never reached its second chunk"
-            time.sleep(0.02)
-        shutil.rmtree(out)
-        go.touch()
-        rc = p.wait(timeout=120)
-        err = p.stderr.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    rc, err = _delete_then_go(p, ready.exists, out, go)  # polled: the first chunk logged, the second waits
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2, err
     assert len(lines) == 1 and re.fullmatch(
