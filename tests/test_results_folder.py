@@ -70,7 +70,7 @@ def test_the_same_command_twice_into_one_folder_is_allowed(tmp_path, capsys):
 
 
 # a parity run whose group writes wait until the test says go (a file appearing), so the folder can be deleted
-# while it holds it, however fast the machine
+# while it holds it, however fast the machine; it says it waits by making the file go.waiting
 GATED_PARITY = """
 import sys, time
 from pathlib import Path
@@ -79,6 +79,7 @@ from gelulab.experiments.parity import store
 go, out = Path(sys.argv[1]), sys.argv[2]
 real = store.save
 def save(*args, **kwargs):
+    go.with_suffix(".waiting").touch()
     while not go.exists():
         time.sleep(0.01)
     return real(*args, **kwargs)
@@ -112,8 +113,8 @@ def test_a_run_whose_folder_is_deleted_stops_at_its_next_write_in_one_line(tmp_p
     out, go = tmp_path / "X", tmp_path / "go"
     p = subprocess.Popen([sys.executable, "-c", GATED_PARITY, str(go), str(out)], env=ENV,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    # polled: the run holds the folder and waits before writing
-    rc, err = _delete_then_go(p, lambda: (lock.read_holder(out) or {}).get("pid") == p.pid, out, go)
+    # polled: the run holds the folder and waits before its first write
+    rc, err = _delete_then_go(p, go.with_suffix(".waiting").exists, out, go)
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("parity:")]  # tqdm's bar
     assert rc == 2, err
     assert len(lines) == 1 and re.fullmatch(
@@ -121,6 +122,36 @@ def test_a_run_whose_folder_is_deleted_stops_at_its_next_write_in_one_line(tmp_p
         r"replaced while this run held it; stopped before writing numpy-\S+\.npz so that nothing is written "
         r"unguarded; rerun the command to start again", lines[0]), err
     assert not out.exists()  # nothing was written unguarded: the folder was not made again
+
+
+def test_a_folder_removed_as_its_lock_is_taken_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    # the folder goes at the moment this run's holder record is written, the first moment another process can see
+    # the run holding it
+    out = tmp_path / "X"
+    real = lock.holder_record
+
+    def record_then_remove():
+        rec = real()
+        shutil.rmtree(out)
+        return rec
+
+    monkeypatch.setattr(lock, "holder_record", record_then_remove)
+    assert cli.main([*PARITY, "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("parity:")]
+    assert len(err) == 1 and err[0].startswith(f"gelulab parity: error: --out {out}: the results folder or its lock "
+                                               "file was removed or replaced while this run held it; stopped "), err
+    assert not out.exists()
+
+
+def test_a_read_that_fails_because_the_held_folder_went_is_said_as_that(tmp_path):
+    folder = tmp_path / "X"
+    with pytest.raises(lock.FolderVanished, match=r"^--out .*/X: the results folder or its lock file was removed or "
+                       r"replaced while this run held it; stopped at a\.json \(No such file or directory\)"), \
+            lock.hold(folder, kind="gelulab parity"):
+        shutil.rmtree(folder)
+        (folder / "a.json").read_text()
+    with pytest.raises(FileNotFoundError), lock.hold(folder, kind="gelulab parity"):  # the folder is there: as is
+        (folder / "b.json").read_text()
 
 
 HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"

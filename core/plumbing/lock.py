@@ -32,7 +32,9 @@ or a file that cannot be read is refused with RecordUnusable (a ValueError: one 
 A vanished folder stops the run. Every result written through core.plumbing.output (atomic_write_bytes, and so
 every report and JSON file) first calls check_held(path): when the path lies in a held folder whose lock file is
 gone or is no longer the one this run locked (the folder was deleted, perhaps made again by another run), it
-raises FolderVanished (a ValueError: one line, exit 2) instead of writing, so nothing is written unguarded. Worker
+raises FolderVanished (a ValueError: one line, exit 2) instead of writing, so nothing is written unguarded; a file
+operation that fails inside the block because the folder went (a read or listing, not only a write) is turned into
+the same FolderVanished, and so is a folder removed while the lock was being taken. Worker
 processes a run starts inherit the held folders through the environment (HELD_ENV) and are checked the same way.
 """
 from __future__ import annotations
@@ -310,6 +312,13 @@ def _write_record(folder: Path, kind: str) -> None:
             tmp.unlink()
 
 
+def _vanished_error(option: str, folder, where: str) -> FolderVanished:
+    """The one line of FolderVanished for `folder`; `where` says where the run stopped ("before writing x.json")."""
+    return FolderVanished(f"{option} {folder}: the results folder or its lock file was removed or replaced while "
+                          f"this run held it; stopped {where} so that nothing is written unguarded; rerun the "
+                          "command to start again")
+
+
 def check_held(path: str | os.PathLike) -> None:
     """Before a result is written to `path`: when it lies in a folder held by this run (or by the run that started
     this worker process), check that the folder and its lock file are still the ones locked, and record the
@@ -325,10 +334,7 @@ def check_held(path: str | os.PathLike) -> None:
         if not (target == key or target.startswith(key.rstrip(os.sep) + os.sep)):
             continue
         if _vanished(guard):
-            raise FolderVanished(f"{guard['option']} {guard['path']}: the results folder or its lock file was "
-                                 "removed or replaced while this run held it; stopped before writing "
-                                 f"{Path(path).name} so that nothing is written unguarded; rerun the command to "
-                                 "start again")
+            raise _vanished_error(guard["option"], guard["path"], f"before writing {Path(path).name}")
         if guard.get("kind") and not guard.get("recorded"):
             folder = Path(guard["path"])
             if not (folder / RECORD_NAME).exists():
@@ -392,8 +398,11 @@ def _hold(folder: str | os.PathLike, option: str, kind: str | None) -> Iterator[
         raise LockFileUnusable(unusable)
     previous: list[bytes] = []
     locked_file: list[list[int]] = []
+    folder_id: list[list[int]] = []
 
     def on_acquired(fd: int) -> None:  # the lock is ours: read what the last holder left, write ourselves
+        # the folder's identity first: whoever sees this run's holder record sees a folder already guarded
+        folder_id.append(_identity(os.stat(path)))
         locked_file.append(_identity(os.fstat(fd)))
         os.lseek(fd, 0, os.SEEK_SET)
         previous.append(os.read(fd, 1 << 16))
@@ -413,6 +422,8 @@ def _hold(folder: str | os.PathLike, option: str, kind: str | None) -> Iterator[
             reason = _unusable_lock(option, path)  # made a link or a folder meanwhile
             if reason:
                 raise LockFileUnusable(reason) from None
+            if isinstance(e, FileNotFoundError) and not path.is_dir():
+                raise _vanished_error(option, path, "before it began") from None
             if isinstance(e, (PermissionError, FileNotFoundError, NotADirectoryError)):
                 raise
             raise LockFileUnusable(f"{option} {path}: cannot lock its lock file {path / LOCK_NAME} "
@@ -430,8 +441,15 @@ def _hold(folder: str | os.PathLike, option: str, kind: str | None) -> Iterator[
         except (UnicodeDecodeError, json.JSONDecodeError):
             rec = None
         print(_stale_note(path, rec if isinstance(rec, dict) else {}), file=sys.stderr)
+    try:
+        ident = folder_id[0] if locked and folder_id else _identity(os.stat(path))
+    except OSError:  # removed since it was locked (or, unlocked, since it was made)
+        if locked:
+            with contextlib.suppress(Exception):
+                lock.release()
+        raise _vanished_error(option, path, "before it began") from None
     guard = {"path": os.fspath(path), "option": option, "kind": kind, "recorded": False,
-             "folder": _identity(os.stat(path)), "lock": locked_file[0] if locked and locked_file else None}
+             "folder": ident, "lock": locked_file[0] if locked and locked_file else None}
     with _held_guard:
         _held[key] = [me, 1]
         _guards[key] = guard
@@ -439,6 +457,11 @@ def _hold(folder: str | os.PathLike, option: str, kind: str | None) -> Iterator[
     try:
         _check_kind(path, option, kind)
         yield path
+    except OSError as e:  # a file of the folder missing because the folder went: said as that, in one line
+        if _vanished(guard):
+            raise _vanished_error(option, path, f"at {Path(e.filename).name if e.filename else 'a file'} "
+                                  f"({e.strerror or e})") from e
+        raise
     finally:
         with _held_guard:
             _held.pop(key, None)
