@@ -183,6 +183,22 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(("gelulab-cell-", "pymp-")))
 
 
+def _session_ended(sid: int, timeout: float = 60) -> None:
+    """Wait until no process of session `sid` (the command's, started with start_new_session) runs: then none is
+    left to write in TMPDIR, and what is there stays. Fails naming those still running after `timeout` s."""
+    from test_sigkill import _in_session  # running processes only: a zombie has ended
+
+    deadline = time.monotonic() + timeout
+    while left := _in_session(sid):
+        if time.monotonic() > deadline:
+            for proc in left:
+                with contextlib.suppress(Exception):
+                    proc.kill()
+            pytest.fail(f"still running {timeout:g} s after the command ended: "
+                        f"{[' '.join(proc.info['cmdline'] or [])[:120] for proc in left]}")
+        time.sleep(0.1)
+
+
 @pytest.mark.training
 @pytest.mark.subprocess
 @pytest.mark.slow
@@ -198,7 +214,7 @@ def test_an_interrupted_grid_leaves_no_temporary_folder(tmp_path):
     out = tmp_path / "out"
     p = subprocess.Popen([*gelulab_argv("terminal"), "moons", "--grid", str(grid), "--jobs", "2", "--no-progress",
                           "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, start_new_session=True)
     try:
         for _ in range(6000):  # at most 10 min; until the first cell is stored, the second worker mid-cell
             if p.poll() is not None or list(out.glob("cells/*/runs/**/seed0.json")):
@@ -210,7 +226,7 @@ def test_an_interrupted_grid_leaves_no_temporary_folder(tmp_path):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, err[-2000:]
-    time.sleep(1)  # the terminated workers are gone
+    _session_ended(p.pid)  # the terminated workers are gone
     assert _entries(tmp_path / "tmp") == []
 
 
@@ -228,7 +244,8 @@ def test_a_killed_two_backend_study_leaves_no_temporary_folder(tmp_path):
     # 20 epochs: the first group's runs are stored within seconds, and each backend has four groups still to train
     p = subprocess.Popen([sys.executable, "-m", "gelulab", "moons", "--seeds", "1", "--epochs", "20", "--samples",
                           "200", "--compare-dtype", "none", "--jobs", "2", "--no-progress", "--out", str(out)],
-                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
     try:
         for _ in range(6000):  # until the workers train: the first run file is stored
             if p.poll() is not None or list(out.glob("runs/**/seed0.json")):
@@ -240,7 +257,7 @@ def test_a_killed_two_backend_study_leaves_no_temporary_folder(tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
-    time.sleep(2)  # its workers and manager die with it (SIGKILL from the kernel)
+    _session_ended(p.pid)  # its workers and manager die with it (SIGKILL from the kernel)
     assert _entries(tmp_path / "tmp") == []
 
 

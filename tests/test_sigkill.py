@@ -2,7 +2,9 @@
 (core.plumbing.interrupts.die_with_parent), so nothing goes on burning the cores after the command is gone.
 
 Each test starts `python -m gelulab ...` in a session of its own, waits until its children run, kills the command
-with SIGKILL, and counts the processes left in that session (psutil) until none is left or 5 s have passed.
+with SIGKILL, and counts the processes left in that session (psutil) until none is left or 5 s have passed. A
+process that has ended but is not yet reaped (a zombie: its parent, the command, is gone, so it waits for the
+machine's init process, which reaps on its own schedule, every 2 s on some) runs nothing and is not counted.
 """
 from __future__ import annotations
 
@@ -58,11 +60,11 @@ def _left_after_sigkill(argv, ready, timeout=300) -> list[str]:
 
 
 def _in_session(sid: int) -> list[psutil.Process]:
-    """The processes of session `sid` (with their "cmdline" info)."""
+    """The processes of session `sid` that still run (with their "cmdline" info); a zombie has ended."""
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
-            if os.getsid(proc.pid) == sid:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getsid(proc.pid) == sid:
                 found.append(proc)
         except (ProcessLookupError, psutil.Error):
             pass
