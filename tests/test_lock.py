@@ -28,15 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(Path(gelulab.__file__).parent.parent), os.environ.get("PYTHONPATH")) if p)}
 TRAINABLE = [b for b in SELECTED if capabilities(b).autodiff]
-HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"
-                 "    print('held', flush=True)\n    time.sleep(60)\n")
+# holds the folder until killed or until its stdin closes (this test process gone), never for a fixed time
+HOLD_AND_WAIT = ("import sys\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"
+                 "    print('held', flush=True)\n    sys.stdin.read()\n")
 
 
 def _holder_process(folder: Path) -> subprocess.Popen:
     """A process holding `folder` (core.plumbing.lock.hold) until killed; returns once it holds it."""
-    p = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(folder)], env=ENV, stdout=subprocess.PIPE,
-                         text=True)
-    assert p.stdout.readline().strip() == "held"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(folder)], env=ENV, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
     return p
 
 
@@ -134,14 +140,21 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_one_note(tmp_path, ca
 @pytest.mark.subprocess
 def test_sigterm_releases_the_lock(tmp_path):
     folder = tmp_path / "out"
-    code = ("import sys, time\nfrom gelulab import cli\nfrom gelulab.core.plumbing.lock import hold\n"
+    # holds the folder until SIGTERM (or its stdin closes: an exit 0 the test refuses), never for a fixed time
+    code = ("import sys\nfrom gelulab import cli\nfrom gelulab.core.plumbing.lock import hold\n"
             "with cli._interrupt_handlers():\n    try:\n        with hold(sys.argv[1]):\n"
-            "            print('held', flush=True)\n            time.sleep(60)\n"
+            "            print('held', flush=True)\n            sys.stdin.read()\n"
             "    except KeyboardInterrupt:\n        sys.exit(143)\n")
-    p = subprocess.Popen([sys.executable, "-c", code, str(folder)], env=ENV, stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "held"
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 143
+    p = subprocess.Popen([sys.executable, "-c", code, str(folder)], env=ENV, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 143
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     assert lock.read_holder(folder) is None  # released (emptied), not left for the next run to take over
     assert not folder.exists()  # it made the folder and wrote nothing: removed
 

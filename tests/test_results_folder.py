@@ -100,8 +100,8 @@ def _delete_then_go(p: subprocess.Popen, waiting, out, go) -> tuple[int, str]:
             time.sleep(0.02)
         shutil.rmtree(out)
         go.touch()
-        rc = p.wait(timeout=120)
-        return rc, p.stderr.read()
+        _, err = p.communicate(timeout=120)  # stderr read while it runs: a full pipe cannot block it
+        return p.returncode, err
     finally:
         if p.poll() is None:
             p.kill()
@@ -154,8 +154,9 @@ def test_a_read_that_fails_because_the_held_folder_went_is_said_as_that(tmp_path
         (folder / "b.json").read_text()
 
 
-HOLD_AND_WAIT = ("import sys, time\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"
-                 "    print('held', flush=True)\n    time.sleep(60)\n")
+# holds the folder until killed or until its stdin closes (this test process gone), never for a fixed time
+HOLD_AND_WAIT = ("import sys\nfrom gelulab.core.plumbing.lock import hold\nwith hold(sys.argv[1]):\n"
+                 "    print('held', flush=True)\n    sys.stdin.read()\n")
 
 
 @pytest.mark.subprocess
@@ -168,7 +169,7 @@ def test_a_run_whose_folder_was_made_again_by_another_run_stops_and_leaves_that_
             atomic_write_text(folder / "a.json", "1\n")
             shutil.rmtree(folder)
             other = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(folder)], env=ENV,
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert other.stdout.readline().strip() == "held"  # the folder made again, held by another run
             atomic_write_text(folder / "b.json", "2\n")
         assert not (folder / "b.json").exists()
