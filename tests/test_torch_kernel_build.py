@@ -48,9 +48,11 @@ def _run(code: str, env: dict, timeout: float = 900) -> subprocess.CompletedProc
 @pytest.mark.compile
 @pytest.mark.subprocess
 def test_a_script_ends_at_once_while_a_build_runs_and_the_build_dies_with_it(tmp_path):
-    """A script whose calls started a build (default policy) ends within seconds of its last line (the bound is
-    loose, 5 s, so a loaded machine's interpreter teardown passes), long before the build could finish (30-50 s),
-    and the build's process is gone with it."""
+    """A script whose calls started a build (default policy) ends within seconds of its last line, long before the
+    build could finish (30-50 s on the 2-core reference machine), and the build's process is gone with it and left
+    no package. The bound is loose, 15 s: the interpreter's teardown took 1.3-1.7 s with two cores busy besides,
+    and more under a loaded CI's two test workers and the processes they start; a script that waited for the
+    build would also leave its package."""
     code = """
 import time, torch
 from gelulab.layers.torch import GELU
@@ -71,7 +73,7 @@ print(proc.pid, proc.poll() is None, time.time(), flush=True)
     assert p.returncode == 0 and line, p.stderr.read()[-3000:]
     pid, running, last = line.split()
     assert running == "True", "the build ended before the script's last line: nothing to test"
-    assert ended - float(last) < 5.0, f"the script ended {ended - float(last):.1f} s after its last line"
+    assert ended - float(last) < 15.0, f"the script ended {ended - float(last):.1f} s after its last line"
     for _ in range(50):  # killed at exit (atexit); reaped by the parent before it ended
         try:
             with open(f"/proc/{pid}/stat") as stat:
