@@ -14,7 +14,7 @@ import os
 import sys
 
 # imported with this module, before main() puts its handlers in place (it imports only the standard library)
-from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again
+from gelulab.core.plumbing.interrupts import dropped_interrupts_sent_again, restore_handlers
 
 COMMANDS = {
     "run": ("gelulab.experiments.run.command", "the main job: parity summary and the moons experiment, one report"),
@@ -268,8 +268,7 @@ def _interrupt_handlers(state: dict | None = None):
         try:
             yield state
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            restore_handlers(list(previous.items()))
 
 
 def _dispatch(args, state: dict) -> int:

@@ -223,3 +223,28 @@ def test_ctrl_c_in_bench_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys)
                            "(marked partial); bench does not resume: the same command measures every cell "
                            "again, so that all cells of one result share the machine's state")], err
     assert (out / "bench.partial.json").is_file() and not (out / "bench.json").exists()
+
+
+def test_a_ctrl_c_while_the_handlers_go_back_leaves_no_held_handler_behind(monkeypatch):
+    # SIGINT's handler is put back first; a Ctrl-C arriving right then raises KeyboardInterrupt before SIGTERM's is:
+    # SIGTERM must still get its own handler back, or the process would ignore SIGTERM from then on
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    before = _handlers()
+    real = signal.signal
+
+    def ctrl_c_once_sigint_is_back(s, handler):
+        out = real(s, handler)
+        if s == signal.SIGINT and handler is signal.default_int_handler:
+            os.kill(os.getpid(), signal.SIGINT)
+            _wait_for_python_handlers()
+        return out
+
+    try:
+        monkeypatch.setattr(signal, "signal", ctrl_c_once_sigint_is_back)
+        with pytest.raises(KeyboardInterrupt), held_interrupts():
+            pass
+        monkeypatch.undo()
+        assert _handlers() == before
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGINT, previous)

@@ -42,9 +42,22 @@ def held_interrupts():
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        _raise_each(list(dict.fromkeys(arrived)))
+        try:
+            restore_handlers(list(previous.items()))
+        finally:
+            _raise_each(list(dict.fromkeys(arrived)))
+
+
+def restore_handlers(handlers: list[tuple[int, object]]) -> None:
+    """Put back signal handlers: signal.signal(signum, handler) for each (signum, handler) pair, in order, even
+    where a signal arriving between two of them runs a restored handler that raises (KeyboardInterrupt): the rest
+    are still put back, so no temporary handler is left behind; that exception then propagates. Main thread only
+    (signal.signal raises ValueError elsewhere)."""
+    if handlers:
+        try:
+            signal.signal(*handlers[0])
+        finally:
+            restore_handlers(handlers[1:])
 
 
 def _raise_each(signums: list[int]) -> None:
